@@ -1,0 +1,281 @@
+// The Raft core's public vocabulary. Everything here is plain data: it can be persisted with
+// msgpackr, sent over a socket, recorded by the simulator and compared in tests.
+// The core itself never touches a clock, a timer, a socket, a file or Math.random.
+
+/** A member's identity: a positive integer, unique within a cluster, never reused. */
+export type NodeId = number;
+
+/** 0 means "none" wherever a NodeId is optional (no vote, no known leader). */
+export const NONE: NodeId = 0;
+
+export type Role = 'follower' | 'preCandidate' | 'candidate' | 'leader';
+
+/** What must be durable before any message that depends on it is sent. */
+export interface HardState {
+  term: number;
+  vote: NodeId;
+  commit: number;
+}
+
+/** Membership: voters decide elections and commitment; learners only receive the log. */
+export interface ConfState {
+  voters: NodeId[];
+  learners: NodeId[];
+}
+
+/**
+ * One server at a time (Raft thesis §4.1):
+ * - addLearner: a new member that receives the log but does not vote;
+ * - addVoter: a new voter, or the promotion of an existing learner;
+ * - remove: the member leaves (a removed leader steps down once the change commits).
+ */
+export interface ConfChange {
+  type: 'addLearner' | 'addVoter' | 'remove';
+  nodeId: NodeId;
+  /** Opaque to the core: e.g. the member's peer address, carried so every replica learns it. */
+  context?: Uint8Array;
+}
+
+export interface NormalEntry {
+  type: 'normal';
+  term: number;
+  index: number;
+  /** Empty for the no-op a new leader appends to commit entries of earlier terms. */
+  data: Uint8Array;
+}
+
+export interface ConfEntry {
+  type: 'conf';
+  term: number;
+  index: number;
+  change: ConfChange;
+}
+
+export type Entry = NormalEntry | ConfEntry;
+
+export interface SnapshotMetadata {
+  index: number;
+  term: number;
+  conf: ConfState;
+}
+
+export interface Snapshot {
+  metadata: SnapshotMetadata;
+  /** The application state machine's serialized state as of metadata.index. */
+  data: Uint8Array;
+}
+
+/** A linearizable read is safe to serve once the applied index reaches `index`. */
+export interface ReadState {
+  index: number;
+  /** The caller's request context, echoed back unchanged so it can match requests. */
+  context: Uint8Array;
+}
+
+/** Volatile state worth reporting (not persisted). */
+export interface SoftState {
+  lead: NodeId;
+  role: Role;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Messages. Every message names its sender, its receiver and the sender's term.
+// The simulator and the transport only look at `type`, `from` and `to`; everything else is the
+// core's business.
+// ---------------------------------------------------------------------------------------------
+
+interface MessageBase {
+  from: NodeId;
+  to: NodeId;
+  term: number;
+}
+
+/** Leader → follower: entries after (logIndex, logTerm); also carries the leader's commit. */
+export interface AppendMessage extends MessageBase {
+  type: 'app';
+  logIndex: number;
+  logTerm: number;
+  entries: Entry[];
+  commit: number;
+}
+
+/** Follower → leader. On rejection, `hint` is the follower's best guess of a matching index. */
+export interface AppendResponse extends MessageBase {
+  type: 'appResp';
+  index: number;
+  reject: boolean;
+  rejectHint: number;
+  logTermHint: number;
+}
+
+export interface VoteRequest extends MessageBase {
+  type: 'vote' | 'preVote';
+  lastIndex: number;
+  lastTerm: number;
+  /** Set when the election was triggered by leadership transfer: bypasses the leader-stickiness check. */
+  transfer: boolean;
+}
+
+export interface VoteResponse extends MessageBase {
+  type: 'voteResp' | 'preVoteResp';
+  reject: boolean;
+}
+
+export interface HeartbeatMessage extends MessageBase {
+  type: 'heartbeat';
+  commit: number;
+  /** ReadIndex round this heartbeat confirms leadership for (empty when none). */
+  context: Uint8Array;
+}
+
+export interface HeartbeatResponse extends MessageBase {
+  type: 'heartbeatResp';
+  context: Uint8Array;
+}
+
+export interface SnapshotMessage extends MessageBase {
+  type: 'snap';
+  snapshot: Snapshot;
+}
+
+/** Leader → transfer target: start an election now, ignoring the election timeout. */
+export interface TimeoutNowMessage extends MessageBase {
+  type: 'timeoutNow';
+}
+
+/** Follower → leader: please tell me a safe read index for this context. */
+export interface ReadIndexRequest extends MessageBase {
+  type: 'readIndex';
+  context: Uint8Array;
+}
+
+/** Leader → follower: the read index for a context the follower asked about. */
+export interface ReadIndexResponse extends MessageBase {
+  type: 'readIndexResp';
+  index: number;
+  context: Uint8Array;
+}
+
+export type Message =
+  | AppendMessage
+  | AppendResponse
+  | VoteRequest
+  | VoteResponse
+  | HeartbeatMessage
+  | HeartbeatResponse
+  | SnapshotMessage
+  | TimeoutNowMessage
+  | ReadIndexRequest
+  | ReadIndexResponse;
+
+export type MessageType = Message['type'];
+
+/**
+ * The output of the core. The caller must, in this order:
+ *  1. persist `hardState` (if present), `snapshot` (if present) and append `entries` to stable storage
+ *     (durably when `mustSync`);
+ *  2. send `messages`;
+ *  3. apply `snapshot` then `committedEntries` to the state machine, and handle `readStates`;
+ *  4. call `advance(ready)`.
+ */
+export interface Ready {
+  softState?: SoftState;
+  hardState?: HardState;
+  snapshot?: Snapshot;
+  entries: Entry[];
+  messages: Message[];
+  committedEntries: Entry[];
+  readStates: ReadState[];
+  /** True when hardState changed in term/vote or entries were appended: an fsync is required. */
+  mustSync: boolean;
+}
+
+/** Deterministic randomness, injected. Returns an integer in [0, n). */
+export type RandomInt = (n: number) => number;
+
+export interface RaftConfig {
+  id: NodeId;
+  /** Ticks without hearing from a leader before a follower campaigns. Randomized in [e, 2e). */
+  electionTicks: number;
+  /** Ticks between leader heartbeats. Must be < electionTicks. */
+  heartbeatTicks: number;
+  /** Seeded random source for election timeouts. */
+  random: RandomInt;
+  /** Pre-vote (thesis §9.6): a partitioned node cannot disrupt a healthy cluster. Default true. */
+  preVote?: boolean;
+  /** Check-quorum: a leader that has not heard from a majority in an election timeout steps down. Default true. */
+  checkQuorum?: boolean;
+  /** Leader-lease bookkeeping for lease-based reads (requires checkQuorum). Default false. */
+  leaderLease?: boolean;
+  /** Flow control: in-flight append messages per follower in replicate state. Default 256. */
+  maxInflightMessages?: number;
+  /** Flow control: in-flight bytes (entry payload) per follower. Default 8 MiB. */
+  maxInflightBytes?: number;
+  /** Cap on entry payload bytes in one append message. Default 1 MiB. */
+  maxMessageBytes?: number;
+  /** Cap on the number of entries in one append message. Default 4096. */
+  maxEntriesPerMessage?: number;
+  /** Cap on uncommitted payload bytes a leader accepts before refusing proposals. Default 64 MiB. */
+  maxUncommittedBytes?: number;
+  /** Entries to apply per Ready (bounds memory and latency of one batch). Default 4096. */
+  maxCommittedEntriesPerReady?: number;
+  /** Index already applied by the caller's state machine when restarting (default: snapshot index). */
+  applied?: number;
+}
+
+/** Read-only view of what is durable, owned by the caller (disk, or memory in tests/simulation). */
+export interface Storage {
+  initialState(): { hardState: HardState; conf: ConfState };
+  /** Entries in [lo, hi). Throws CompactedError when lo <= the snapshot index. */
+  entries(lo: number, hi: number, maxBytes?: number): Entry[];
+  /** Term of entry i; for the snapshot index, the snapshot's term. Throws CompactedError/UnavailableError. */
+  term(i: number): number;
+  /** Index of the first entry still present (snapshot index + 1). */
+  firstIndex(): number;
+  lastIndex(): number;
+  snapshot(): Snapshot;
+}
+
+export class CompactedError extends Error {
+  constructor(index: number) {
+    super(`raft: index ${index} is compacted away (it is covered by a snapshot)`);
+    this.name = 'CompactedError';
+  }
+}
+
+export class UnavailableError extends Error {
+  constructor(index: number) {
+    super(`raft: index ${index} is not yet in the log`);
+    this.name = 'UnavailableError';
+  }
+}
+
+export type ProposalRejection = 'notLeader' | 'transferring' | 'tooMuchUncommitted' | 'confChangePending' | 'removed';
+
+export class ProposalDroppedError extends Error {
+  readonly reason: ProposalRejection;
+  readonly lead: NodeId;
+  constructor(reason: ProposalRejection, lead: NodeId) {
+    super(`raft: proposal dropped (${reason}${lead ? `, leader is ${lead}` : ', no known leader'})`);
+    this.name = 'ProposalDroppedError';
+    this.reason = reason;
+    this.lead = lead;
+  }
+}
+
+export interface Status {
+  id: NodeId;
+  role: Role;
+  lead: NodeId;
+  term: number;
+  vote: NodeId;
+  commit: number;
+  applied: number;
+  lastIndex: number;
+  conf: ConfState;
+  /** Only on the leader: each follower's replication progress. */
+  progress?: Record<number, { match: number; next: number; state: 'probe' | 'replicate' | 'snapshot'; recentActive: boolean }>;
+  /** Only with leaderLease on the leader: true while no other leader can have been elected. */
+  leaseValid?: boolean;
+  leadTransferee: NodeId;
+}
