@@ -1,0 +1,141 @@
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import type { NodeId } from '../raft/types.js';
+import type { MemberInfo } from './members.js';
+
+/**
+ * Everything `floe serve` needs. Defaults give a working single-node Floe:
+ * node 1, data in ./floe-data/node-1, peers on 127.0.0.1:7390, HTTP on 127.0.0.1:7380,
+ * RESP on 127.0.0.1:7379.
+ */
+export interface ServeConfig {
+  nodeId: NodeId;
+  dataDir: string;
+  /** Where this node listens for Raft peers. */
+  peerAddr: string;
+  /** HTTP admin/API listener. */
+  httpAddr: string;
+  /** RESP listener (Redis protocol). */
+  respAddr: string;
+  /** Members of a new cluster: id → peer address. Must include this node. */
+  initialCluster: MemberInfo[];
+  /** Shared secret every peer proves in the handshake. Required for clusters of more than one node. */
+  clusterSecret: string | undefined;
+  /** Distinguishes clusters that share hosts; peers of another cluster are refused. */
+  clusterId: string;
+  tickMs: number;
+  electionTicks: number;
+  snapshotEvery: number;
+  logLevel: string;
+}
+
+export class ConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ConfigError';
+  }
+}
+
+export const DEFAULTS = {
+  nodeId: 1,
+  peerAddr: '127.0.0.1:7390',
+  httpAddr: '127.0.0.1:7380',
+  respAddr: '127.0.0.1:7379',
+  clusterId: 'floe',
+  tickMs: 50,
+  electionTicks: 10,
+  snapshotEvery: 10_000,
+  logLevel: 'info',
+};
+
+export function parseHostPort(flag: string, value: string): { host: string; port: number } {
+  const m = /^(\[[^\]]+\]|[^:\s]+):(\d{1,5})$/.exec(value.trim());
+  const port = m ? Number(m[2]) : Number.NaN;
+  if (!m || !(port >= 0 && port <= 65535)) {
+    throw new ConfigError(`${flag} must be HOST:PORT with a port in 0..65535 (got "${value}")`);
+  }
+  return { host: m[1]!.replace(/^\[|\]$/g, ''), port };
+}
+
+export function parseNodeId(flag: string, value: string | number): NodeId {
+  const n = typeof value === 'number' ? value : Number(value);
+  if (!Number.isSafeInteger(n) || n < 1)
+    throw new ConfigError(`${flag} must be a positive integer (got "${value}")`);
+  return n;
+}
+
+/** "1=10.0.0.1:7390,2=10.0.0.2:7390" → members. */
+export function parseInitialCluster(value: string): MemberInfo[] {
+  const members: MemberInfo[] = [];
+  const seen = new Set<NodeId>();
+  for (const part of value
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)) {
+    const eq = part.indexOf('=');
+    if (eq <= 0) throw new ConfigError(`--initial-cluster entries must be ID=HOST:PORT (got "${part}")`);
+    const id = parseNodeId('--initial-cluster member id', part.slice(0, eq));
+    const addr = part.slice(eq + 1);
+    parseHostPort(`--initial-cluster address of member ${id}`, addr);
+    if (seen.has(id)) throw new ConfigError(`--initial-cluster names member ${id} twice`);
+    seen.add(id);
+    members.push({ id, peerAddr: addr });
+  }
+  if (members.length === 0) throw new ConfigError('--initial-cluster names no members');
+  return members;
+}
+
+export type RawServeOptions = Partial<Record<keyof ServeConfig | 'config', string | number | undefined>>;
+
+/** Flags beat the config file, which beats environment defaults, which beat built-in defaults. */
+export function resolveServeConfig(
+  flags: RawServeOptions,
+  env: NodeJS.ProcessEnv = process.env,
+): ServeConfig {
+  let file: RawServeOptions = {};
+  if (flags.config) {
+    const path = String(flags.config);
+    try {
+      file = JSON.parse(readFileSync(path, 'utf8')) as RawServeOptions;
+    } catch (err) {
+      throw new ConfigError(`cannot read config file ${path}: ${(err as Error).message}`);
+    }
+  }
+  const pick = (k: keyof ServeConfig) => flags[k] ?? file[k];
+  const nodeId = parseNodeId('--node-id', pick('nodeId') ?? DEFAULTS.nodeId);
+  const peerAddr = String(pick('peerAddr') ?? DEFAULTS.peerAddr);
+  const httpAddr = String(pick('httpAddr') ?? DEFAULTS.httpAddr);
+  const respAddr = String(pick('respAddr') ?? DEFAULTS.respAddr);
+  parseHostPort('--peer-addr', peerAddr);
+  parseHostPort('--http-addr', httpAddr);
+  parseHostPort('--resp-addr', respAddr);
+  const initial = pick('initialCluster');
+  const initialCluster = initial ? parseInitialCluster(String(initial)) : [{ id: nodeId, peerAddr }];
+  if (!initialCluster.some((m) => m.id === nodeId)) {
+    throw new ConfigError(`--initial-cluster does not include this node (--node-id ${nodeId})`);
+  }
+  const secret = pick('clusterSecret') ?? env.FLOE_CLUSTER_SECRET;
+  if (initialCluster.length > 1 && !secret) {
+    throw new ConfigError('a cluster of more than one node needs --cluster-secret (or FLOE_CLUSTER_SECRET)');
+  }
+  const num = (k: keyof ServeConfig, d: number, min: number) => {
+    const v = Number(pick(k) ?? d);
+    if (!Number.isSafeInteger(v) || v < min)
+      throw new ConfigError(`${k} must be an integer >= ${min} (got "${pick(k)}")`);
+    return v;
+  };
+  return {
+    nodeId,
+    dataDir: resolve(String(pick('dataDir') ?? `floe-data/node-${nodeId}`)),
+    peerAddr,
+    httpAddr,
+    respAddr,
+    initialCluster,
+    clusterSecret: secret === undefined ? undefined : String(secret),
+    clusterId: String(pick('clusterId') ?? DEFAULTS.clusterId),
+    tickMs: num('tickMs', DEFAULTS.tickMs, 1),
+    electionTicks: num('electionTicks', DEFAULTS.electionTicks, 3),
+    snapshotEvery: num('snapshotEvery', DEFAULTS.snapshotEvery, 10),
+    logLevel: String(pick('logLevel') ?? env.FLOE_LOG_LEVEL ?? DEFAULTS.logLevel),
+  };
+}

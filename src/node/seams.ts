@@ -1,0 +1,46 @@
+import type { ConfState, Entry, HardState, Message, NodeId, Snapshot, Storage } from '../raft/types.js';
+
+/**
+ * Durable storage as the node runtime sees it (hashicorp/raft style seam): the disk-backed
+ * implementation lives in src/storage, an in-memory twin in ./memory-seams.ts for tests.
+ */
+export interface NodeStorage {
+  /** Synchronous read side for the Raft core. */
+  readonly storage: Storage;
+  /** Resolves once everything given is durable (when sync) and visible through `storage`. */
+  save(
+    batch: { hardState?: HardState; entries: Entry[]; snapshot?: Snapshot },
+    opts: { sync: boolean },
+  ): Promise<void>;
+  /** Persists a snapshot of applied state at `index` and compacts the log behind it. */
+  createSnapshot(index: number, conf: ConfState, data: Uint8Array): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Peer messaging. `send` never blocks or throws; delivery is best effort (Raft retries). */
+export interface NodeTransport {
+  send(messages: Message[]): void;
+  addPeer(id: NodeId, addr: string): void;
+  removePeer(id: NodeId): void;
+  close(): Promise<void>;
+}
+
+/** Callbacks a transport delivers into the node. */
+export interface TransportSink {
+  onMessage(msg: Message): void;
+  onUnreachable(peer: NodeId): void;
+  onSnapshotStatus(peer: NodeId, ok: boolean): void;
+}
+
+/** Time and timers, injectable so tests can control them. */
+export interface NodeClock {
+  /** Monotonic milliseconds (performance.now()). */
+  monotonicMs(): number;
+  /** Wall-clock milliseconds since the Unix epoch, stamped on proposals by the leader. */
+  wallMs(): number;
+}
+
+export const systemClock: NodeClock = {
+  monotonicMs: () => performance.now(),
+  wallMs: () => Date.now(),
+};

@@ -1,0 +1,290 @@
+import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
+import { Counter, collectDefaultMetrics, Gauge, Registry } from 'prom-client';
+import {
+  NodeStoppedError,
+  NotLeaderError,
+  OverloadedError,
+  ProposalTimeoutError,
+  ReadTimeoutError,
+} from '../node/errors.js';
+import type { FloeNode } from '../node/node.js';
+import { encodeKvCommand, type KvResult, type KvStateMachine } from '../state/kv-state-machine.js';
+
+export interface HttpAdminOptions {
+  node: FloeNode<KvResult>;
+  kv: KvStateMachine;
+  host: string;
+  port: number;
+  /** Request bodies larger than this are refused with 413. Default 128 KiB. */
+  bodyLimit?: number;
+  logger?: boolean;
+}
+
+/** Every error reply has the same shape: a stable machine-readable code and a sentence for people. */
+export interface ErrorBody {
+  error: string;
+  message: string;
+  leader?: { id: number; httpAddr?: string };
+}
+
+/**
+ * The HTTP listener every node runs: cluster status, health, Prometheus metrics, membership
+ * management and a small linearizable key-value/counter API.
+ *
+ * Writes (and linearizable reads) sent to a follower are answered `307 Temporary Redirect` with
+ * `Location` pointing at the leader's HTTP address (method and body are preserved by clients that
+ * follow 307), and a JSON body naming the leader; with no known leader the reply is 503.
+ */
+export async function startHttpAdmin(opts: HttpAdminOptions): Promise<FastifyInstance> {
+  const { node, kv } = opts;
+  const app = Fastify({ logger: opts.logger ?? false, bodyLimit: opts.bodyLimit ?? 128 * 1024 });
+  const registry = buildMetrics(node);
+
+  const fail = (reply: FastifyReply, err: unknown, path: string): FastifyReply => {
+    if (err instanceof NotLeaderError) {
+      const body: ErrorBody = { error: 'not_leader', message: err.message };
+      if (err.leader) body.leader = { id: err.leader.id, httpAddr: err.leader.httpAddr };
+      if (err.leader?.httpAddr) {
+        return reply.code(307).header('location', `http://${err.leader.httpAddr}${path}`).send(body);
+      }
+      return reply.code(503).send(body);
+    }
+    if (err instanceof ProposalTimeoutError || err instanceof ReadTimeoutError)
+      return reply.code(504).send({ error: 'timeout', message: err.message });
+    if (err instanceof OverloadedError)
+      return reply.code(429).send({ error: 'overloaded', message: err.message });
+    if (err instanceof NodeStoppedError)
+      return reply.code(503).send({ error: 'stopped', message: err.message });
+    const message = err instanceof Error ? err.message : String(err);
+    return reply.code(500).send({ error: 'internal', message });
+  };
+
+  const kvReply = (reply: FastifyReply, r: KvResult): FastifyReply => {
+    if (r.ok) return reply.send(r);
+    const code = r.error === 'compare failed' ? 409 : 400;
+    return reply
+      .code(code)
+      .send({ error: code === 409 ? 'compare_failed' : 'bad_request', message: r.error, value: r.value });
+  };
+
+  app.get('/healthz', async (_req, reply) => {
+    const st = node.stopped;
+    if (st) return reply.code(503).send({ ok: false, reason: st });
+    return { ok: true };
+  });
+
+  app.get('/readyz', async (_req, reply) => {
+    const s = node.status();
+    const ready = !s.stopped && s.lead !== 0 && s.appliedIndex >= s.commit;
+    if (!ready)
+      return reply.code(503).send({ ready: false, lead: s.lead, commit: s.commit, applied: s.appliedIndex });
+    return { ready: true, lead: s.lead, commit: s.commit, applied: s.appliedIndex };
+  });
+
+  app.get('/metrics', async (_req, reply) => {
+    reply.header('content-type', registry.contentType);
+    return registry.metrics();
+  });
+
+  app.get('/v1/cluster', async () => clusterView(node));
+
+  app.post<{ Body: { id?: unknown; peerAddr?: unknown; httpAddr?: unknown } }>(
+    '/v1/members',
+    async (req, reply) => {
+      const { id, peerAddr, httpAddr } = req.body ?? {};
+      if (!Number.isSafeInteger(id) || (id as number) <= 0)
+        return reply.code(400).send({ error: 'bad_request', message: 'id must be a positive integer' });
+      if (typeof peerAddr !== 'string' || !/^[^:\s]+:\d{1,5}$/.test(peerAddr))
+        return reply.code(400).send({ error: 'bad_request', message: 'peerAddr must be HOST:PORT' });
+      try {
+        await node.addMember({
+          id: id as number,
+          peerAddr,
+          httpAddr: typeof httpAddr === 'string' ? httpAddr : undefined,
+        });
+        return clusterView(node);
+      } catch (err) {
+        return fail(reply, err, req.url);
+      }
+    },
+  );
+
+  app.delete<{ Params: { id: string } }>('/v1/members/:id', async (req, reply) => {
+    const id = Number(req.params.id);
+    if (!Number.isSafeInteger(id) || id <= 0)
+      return reply.code(400).send({ error: 'bad_request', message: 'member id must be a positive integer' });
+    try {
+      await node.removeMember(id);
+      return clusterView(node);
+    } catch (err) {
+      return fail(reply, err, req.url);
+    }
+  });
+
+  app.post<{ Body: { to?: unknown } }>('/v1/leader/transfer', async (req, reply) => {
+    const to = req.body?.to;
+    if (!Number.isSafeInteger(to) || (to as number) <= 0)
+      return reply.code(400).send({ error: 'bad_request', message: 'to must be a member id' });
+    try {
+      await node.transferLeadership(to as number);
+      return clusterView(node);
+    } catch (err) {
+      return fail(reply, err, req.url);
+    }
+  });
+
+  // ---- key-value and counters ---------------------------------------------------------------
+  const keyOk = (key: string) => key.length > 0 && Buffer.byteLength(key) <= 1024;
+
+  app.put<{ Params: { key: string }; Body: { value?: unknown } }>('/v1/kv/:key', async (req, reply) => {
+    const value = req.body?.value;
+    if (!keyOk(req.params.key))
+      return reply.code(400).send({ error: 'bad_request', message: 'key must be 1..1024 bytes' });
+    if (typeof value !== 'string')
+      return reply.code(400).send({ error: 'bad_request', message: 'body must be {"value": string}' });
+    try {
+      return kvReply(reply, await node.propose(encodeKvCommand({ op: 'put', key: req.params.key, value })));
+    } catch (err) {
+      return fail(reply, err, req.url);
+    }
+  });
+
+  app.post<{ Params: { key: string }; Body: { expect?: unknown; value?: unknown } }>(
+    '/v1/kv/:key/cas',
+    async (req, reply) => {
+      const { expect, value } = req.body ?? {};
+      if (!keyOk(req.params.key))
+        return reply.code(400).send({ error: 'bad_request', message: 'key must be 1..1024 bytes' });
+      if (typeof value !== 'string' || (expect !== null && typeof expect !== 'string'))
+        return reply
+          .code(400)
+          .send({ error: 'bad_request', message: 'body must be {"expect": string|null, "value": string}' });
+      try {
+        return kvReply(
+          reply,
+          await node.propose(encodeKvCommand({ op: 'cas', key: req.params.key, expect, value })),
+        );
+      } catch (err) {
+        return fail(reply, err, req.url);
+      }
+    },
+  );
+
+  app.get<{ Params: { key: string }; Querystring: { consistency?: string } }>(
+    '/v1/kv/:key',
+    async (req, reply) => {
+      try {
+        if (req.query.consistency !== 'serializable') await node.linearizableRead();
+        return { key: req.params.key, value: kv.get(req.params.key), applied: node.status().appliedIndex };
+      } catch (err) {
+        return fail(reply, err, req.url);
+      }
+    },
+  );
+
+  app.post<{ Params: { key: string }; Body: { by?: unknown } }>(
+    '/v1/counters/:key/incr',
+    async (req, reply) => {
+      const by = req.body?.by ?? 1;
+      if (!keyOk(req.params.key))
+        return reply.code(400).send({ error: 'bad_request', message: 'key must be 1..1024 bytes' });
+      if (
+        !(typeof by === 'number' && Number.isSafeInteger(by)) &&
+        !(typeof by === 'string' && /^-?\d{1,19}$/.test(by))
+      )
+        return reply.code(400).send({ error: 'bad_request', message: 'by must be an integer' });
+      try {
+        return kvReply(
+          reply,
+          await node.propose(encodeKvCommand({ op: 'incr', key: req.params.key, by: String(by) })),
+        );
+      } catch (err) {
+        return fail(reply, err, req.url);
+      }
+    },
+  );
+
+  app.get<{ Params: { key: string } }>('/v1/counters/:key', async (req, reply) => {
+    try {
+      await node.linearizableRead();
+      return { key: req.params.key, value: kv.counter(req.params.key) };
+    } catch (err) {
+      return fail(reply, err, req.url);
+    }
+  });
+
+  await app.listen({ host: opts.host, port: opts.port });
+  return app;
+}
+
+export function clusterView(node: FloeNode<unknown>) {
+  const s = node.status();
+  const voters = new Set(s.conf.voters);
+  const learners = new Set(s.conf.learners);
+  return {
+    id: s.id,
+    role: s.role,
+    leader: s.lead,
+    term: s.term,
+    commit: s.commit,
+    applied: s.appliedIndex,
+    snapshotIndex: s.snapshotIndex,
+    members: s.members.map((m) => ({
+      id: m.id,
+      peerAddr: m.peerAddr,
+      httpAddr: m.httpAddr ?? null,
+      respAddr: m.respAddr ?? null,
+      role:
+        m.id === s.lead
+          ? 'leader'
+          : learners.has(m.id)
+            ? 'learner'
+            : voters.has(m.id)
+              ? 'follower'
+              : 'unknown',
+      match: s.progress?.[m.id]?.match ?? null,
+    })),
+  };
+}
+
+function buildMetrics(node: FloeNode<unknown>): Registry {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: 'floe_process_' });
+  const g = (name: string, help: string, read: () => number) =>
+    new Gauge({
+      name,
+      help,
+      registers: [registry],
+      collect() {
+        this.set(read());
+      },
+    });
+  g('floe_raft_term', 'Current Raft term.', () => node.status().term);
+  g('floe_raft_commit_index', 'Highest log index known committed.', () => node.status().commit);
+  g(
+    'floe_raft_applied_index',
+    'Highest log index applied to the state machine.',
+    () => node.status().appliedIndex,
+  );
+  g('floe_raft_is_leader', '1 if this node is the leader.', () => (node.isLeader ? 1 : 0));
+  g('floe_raft_leader_id', 'Member id of the known leader (0 when none).', () => node.leaderId);
+  const c = (name: string, help: string, read: () => number) => {
+    let last = 0;
+    return new Counter({
+      name,
+      help,
+      registers: [registry],
+      collect() {
+        const v = read();
+        this.inc(v - last);
+        last = v;
+      },
+    });
+  };
+  c('floe_raft_proposals_total', 'Proposals accepted by the local Raft core.', () => node.stats.proposals);
+  c('floe_raft_applied_entries_total', 'Entries applied.', () => node.stats.applied);
+  c('floe_raft_fsyncs_total', 'Ready batches persisted with fsync.', () => node.stats.fsyncs);
+  c('floe_raft_snapshots_total', 'Snapshots taken.', () => node.stats.snapshots);
+  c('floe_raft_leader_changes_total', 'Times the known leader changed.', () => node.stats.leaderChanges);
+  return registry;
+}
