@@ -34,6 +34,12 @@ export interface ConfChange {
   nodeId: NodeId;
   /** Opaque to the core: e.g. the member's peer address, carried so every replica learns it. */
   context?: Uint8Array;
+  /**
+   * Filled in by the leader when it appends the change (callers leave it unset): the whole membership
+   * after the change. Applying the entry installs exactly this, so a member that joined with an empty
+   * membership and replays old conf entries ends up with the right one (never "I am the only voter").
+   */
+  resulting?: ConfState;
 }
 
 export interface NormalEntry {
@@ -97,6 +103,8 @@ export interface AppendMessage extends MessageBase {
   logTerm: number;
   entries: Entry[];
   commit: number;
+  /** The leader's logical tick when it sent this; echoed in the response (leader-lease bookkeeping). */
+  sentTick?: number;
 }
 
 /** Follower → leader. On rejection, `hint` is the follower's best guess of a matching index. */
@@ -106,6 +114,8 @@ export interface AppendResponse extends MessageBase {
   reject: boolean;
   rejectHint: number;
   logTermHint: number;
+  /** Echo of AppendMessage.sentTick: proves the follower heard from the leader no earlier than that tick. */
+  sentTick?: number;
 }
 
 export interface VoteRequest extends MessageBase {
@@ -126,11 +136,15 @@ export interface HeartbeatMessage extends MessageBase {
   commit: number;
   /** ReadIndex round this heartbeat confirms leadership for (empty when none). */
   context: Uint8Array;
+  /** The leader's logical tick when it sent this; echoed in the response (leader-lease bookkeeping). */
+  sentTick?: number;
 }
 
 export interface HeartbeatResponse extends MessageBase {
   type: 'heartbeatResp';
   context: Uint8Array;
+  /** Echo of HeartbeatMessage.sentTick. */
+  sentTick?: number;
 }
 
 export interface SnapshotMessage extends MessageBase {
@@ -205,8 +219,19 @@ export interface RaftConfig {
   preVote?: boolean;
   /** Check-quorum: a leader that has not heard from a majority in an election timeout steps down. Default true. */
   checkQuorum?: boolean;
-  /** Leader-lease bookkeeping for lease-based reads (requires checkQuorum). Default false. */
+  /**
+   * Leader-lease bookkeeping for lease-based reads (requires checkQuorum). Default false.
+   * Every member of a cluster must use the same setting: with it on, a member refuses votes and ignores
+   * campaign() for an election timeout after it starts and while it has heard from a leader within the
+   * last election timeout (see docs/decisions/0001-raft-core.md).
+   */
   leaderLease?: boolean;
+  /**
+   * Safety margin for the lease, in ticks: the lease lasts electionTicks - leaseMarginTicks ticks from the
+   * send tick of the latest message a quorum acknowledged. Covers followers' tick clocks running faster than
+   * the leader's. Default max(1, floor(electionTicks / 5)); must be in [0, electionTicks - 1].
+   */
+  leaseMarginTicks?: number;
   /** Flow control: in-flight append messages per follower in replicate state. Default 256. */
   maxInflightMessages?: number;
   /** Flow control: in-flight bytes (entry payload) per follower. Default 8 MiB. */
@@ -250,7 +275,36 @@ export class UnavailableError extends Error {
   }
 }
 
-export type ProposalRejection = 'notLeader' | 'transferring' | 'tooMuchUncommitted' | 'confChangePending' | 'removed';
+/** A membership change that can never be valid (as opposed to one that must wait: ProposalDroppedError). */
+export class InvalidConfChangeError extends Error {
+  constructor(reason: string) {
+    super(`raft: invalid membership change: ${reason}`);
+    this.name = 'InvalidConfChangeError';
+  }
+}
+
+/** A RaftConfig field out of its allowed range. */
+export class RaftConfigError extends Error {
+  constructor(reason: string) {
+    super(`raft: invalid config: ${reason}`);
+    this.name = 'RaftConfigError';
+  }
+}
+
+/** MemoryStorage.createSnapshot/applySnapshot with an index older than the snapshot it already holds. */
+export class SnapshotOutOfDateError extends Error {
+  constructor(index: number, current: number) {
+    super(`raft: snapshot at index ${index} is older than the current snapshot at index ${current}`);
+    this.name = 'SnapshotOutOfDateError';
+  }
+}
+
+export type ProposalRejection =
+  | 'notLeader'
+  | 'transferring'
+  | 'tooMuchUncommitted'
+  | 'confChangePending'
+  | 'removed';
 
 export class ProposalDroppedError extends Error {
   readonly reason: ProposalRejection;
@@ -274,8 +328,13 @@ export interface Status {
   lastIndex: number;
   conf: ConfState;
   /** Only on the leader: each follower's replication progress. */
-  progress?: Record<number, { match: number; next: number; state: 'probe' | 'replicate' | 'snapshot'; recentActive: boolean }>;
+  progress?: Record<
+    number,
+    { match: number; next: number; state: 'probe' | 'replicate' | 'snapshot'; recentActive: boolean }
+  >;
   /** Only with leaderLease on the leader: true while no other leader can have been elected. */
   leaseValid?: boolean;
+  /** Only with leaderLease on the leader: ticks of lease left (0 when invalid). */
+  leaseRemainingTicks?: number;
   leadTransferee: NodeId;
 }
