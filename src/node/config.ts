@@ -19,6 +19,11 @@ export interface ServeConfig {
   respAddr: string;
   /** Members of a new cluster: id → peer address. Must include this node. */
   initialCluster: MemberInfo[];
+  /**
+   * 'new' bootstraps a cluster from initialCluster; 'existing' joins a running cluster (after
+   * `floe cluster add`): the membership then comes from the leader.
+   */
+  initialClusterState: 'new' | 'existing';
   /** Shared secret every peer proves in the handshake. Required for clusters of more than one node. */
   clusterSecret: string | undefined;
   /** Distinguishes clusters that share hosts; peers of another cluster are refused. */
@@ -114,9 +119,16 @@ export function resolveServeConfig(
   if (!initialCluster.some((m) => m.id === nodeId)) {
     throw new ConfigError(`--initial-cluster does not include this node (--node-id ${nodeId})`);
   }
+  const state = String(pick('initialClusterState') ?? 'new');
+  if (state !== 'new' && state !== 'existing') {
+    throw new ConfigError(`--initial-cluster-state must be new or existing (got "${state}")`);
+  }
   const secret = pick('clusterSecret') ?? env.FLOE_CLUSTER_SECRET;
   if (initialCluster.length > 1 && !secret) {
     throw new ConfigError('a cluster of more than one node needs --cluster-secret (or FLOE_CLUSTER_SECRET)');
+  }
+  if (secret !== undefined && String(secret).length < 16) {
+    throw new ConfigError('--cluster-secret must be at least 16 characters (32 random bytes recommended)');
   }
   const num = (k: keyof ServeConfig, d: number, min: number) => {
     const v = Number(pick(k) ?? d);
@@ -131,6 +143,7 @@ export function resolveServeConfig(
     httpAddr,
     respAddr,
     initialCluster,
+    initialClusterState: state,
     clusterSecret: secret === undefined ? undefined : String(secret),
     clusterId: String(pick('clusterId') ?? DEFAULTS.clusterId),
     tickMs: num('tickMs', DEFAULTS.tickMs, 1),

@@ -40,7 +40,11 @@ export class MemoryNetwork {
       },
       send(messages: Message[]) {
         for (const m of messages) {
-          if (net.cut.has(`${m.from}->${m.to}`)) continue;
+          if (net.cut.has(`${m.from}->${m.to}`)) {
+            // The core needs an outcome for every snapshot it sends, lost ones included.
+            if (m.type === 'snap') setImmediate(() => net.sinks.get(m.from)?.onSnapshotStatus(m.to, false));
+            continue;
+          }
           setImmediate(() => {
             if (net.cut.has(`${m.from}->${m.to}`)) return;
             net.sinks.get(m.to)?.onMessage(m);

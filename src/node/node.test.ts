@@ -78,7 +78,7 @@ describe('FloeNode runtime (in-memory seams)', () => {
       ),
     );
     const values = results.map((r) => (r.ok ? Number(r.value) : -1)).sort((a, b) => a - b);
-    expect(values).toEqual(Array.from({ length: 50 }, () => i + 1));
+    expect(values).toEqual(Array.from({ length: 50 }, (_, i) => i + 1));
     expect(leader.kv.counter('c')).toBe('50');
     // followers catch up: wait for their applied index to reach the leader's
     const target = leader.node.status().appliedIndex;

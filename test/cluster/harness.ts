@@ -143,7 +143,7 @@ export class Cluster {
         '--initial-cluster',
         initialCluster(),
         '--cluster-secret',
-        opts.secret ?? 'test-secret',
+        opts.secret ?? 'floe-test-cluster-secret-0123456789',
         ...(opts.extraArgs ?? []),
       ];
       c.nodes.push(new ClusterNode(spec, dataDir, args, join(root, `node-${spec.id}.log`)));

@@ -1,0 +1,143 @@
+import { Command } from 'commander';
+import { parseHostPort } from '../../node/config.js';
+import type { CliIO } from '../io.js';
+import { parseIntOption, UsageError } from '../io.js';
+
+interface ClusterView {
+  id: number;
+  role: string;
+  leader: number;
+  term: number;
+  commit: number;
+  applied: number;
+  members: { id: number; peerAddr: string; httpAddr: string | null; role: string; match: number | null }[];
+}
+
+const DEFAULT_ENDPOINT = '127.0.0.1:7380';
+
+/** Calls a node's HTTP admin API; follows 307 redirects to the leader; errors name the endpoint. */
+async function call<T>(
+  endpoint: string,
+  method: string,
+  path: string,
+  body?: unknown,
+  timeoutMs = 15_000,
+): Promise<T> {
+  parseHostPort('--endpoint', endpoint);
+  let res: Response;
+  try {
+    res = await fetch(`http://${endpoint}${path}`, {
+      method,
+      headers: body === undefined ? {} : { 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal: AbortSignal.timeout(timeoutMs),
+      redirect: 'follow',
+    });
+  } catch (err) {
+    throw new UsageError(
+      `cannot reach Floe at ${endpoint}: ${(err as Error).cause ?? (err as Error).message}`,
+    );
+  }
+  const text = await res.text();
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    parsed = text;
+  }
+  if (!res.ok) {
+    const msg = (parsed as { message?: string })?.message ?? text;
+    throw new UsageError(`${method} ${path} on ${endpoint} failed (${res.status}): ${msg}`);
+  }
+  return parsed as T;
+}
+
+function printStatus(io: CliIO, v: ClusterView): void {
+  io.out(
+    `leader ${v.leader || 'none'}  term ${v.term}  commit ${v.commit}  applied ${v.applied} (as seen by node ${v.id})\n`,
+  );
+  io.out('ID  ROLE      PEER ADDRESS           HTTP ADDRESS           MATCH\n');
+  for (const m of v.members) {
+    io.out(
+      `${String(m.id).padEnd(3)} ${m.role.padEnd(9)} ${m.peerAddr.padEnd(22)} ${(m.httpAddr ?? '-').padEnd(22)} ${m.match ?? '-'}\n`,
+    );
+  }
+}
+
+/** `floe cluster status|add|remove|transfer-leader --endpoint HOST:PORT` */
+export function clusterCommand(io: CliIO): Command {
+  const cluster = new Command('cluster').description(
+    'inspect and change cluster membership (talks to a node’s HTTP address)',
+  );
+
+  cluster
+    .command('status')
+    .description('members, roles, leader, term, commit and applied index')
+    .option('--endpoint <host:port>', 'any member’s HTTP address', DEFAULT_ENDPOINT)
+    .option('--json', 'print JSON')
+    .action(async (opts: { endpoint: string; json?: boolean }) => {
+      const v = await call<ClusterView>(opts.endpoint, 'GET', '/v1/cluster');
+      if (opts.json) io.out(`${JSON.stringify(v)}\n`);
+      else printStatus(io, v);
+    });
+
+  cluster
+    .command('add')
+    .description('add a member: it joins as a learner and is promoted to voter once caught up')
+    .argument('<id>', 'new member id (positive integer, never used before)')
+    .argument('<peer-addr>', 'its peer address HOST:PORT')
+    .option(
+      '--endpoint <host:port>',
+      'any member’s HTTP address (requests go to the leader)',
+      DEFAULT_ENDPOINT,
+    )
+    .option('--http-addr <host:port>', 'its HTTP address, for redirects')
+    .option('--json', 'print JSON')
+    .action(
+      async (id: string, peerAddr: string, opts: { endpoint: string; httpAddr?: string; json?: boolean }) => {
+        const memberId = parseIntOption('<id>', id, 1, Number.MAX_SAFE_INTEGER);
+        parseHostPort('<peer-addr>', peerAddr);
+        const v = await call<ClusterView>(
+          opts.endpoint,
+          'POST',
+          '/v1/members',
+          {
+            id: memberId,
+            peerAddr,
+            httpAddr: opts.httpAddr,
+          },
+          60_000,
+        );
+        if (opts.json) io.out(`${JSON.stringify(v)}\n`);
+        else printStatus(io, v);
+      },
+    );
+
+  cluster
+    .command('remove')
+    .description('remove a member (a removed leader steps down)')
+    .argument('<id>', 'member id')
+    .option('--endpoint <host:port>', 'any member’s HTTP address', DEFAULT_ENDPOINT)
+    .option('--json', 'print JSON')
+    .action(async (id: string, opts: { endpoint: string; json?: boolean }) => {
+      const memberId = parseIntOption('<id>', id, 1, Number.MAX_SAFE_INTEGER);
+      const v = await call<ClusterView>(opts.endpoint, 'DELETE', `/v1/members/${memberId}`);
+      if (opts.json) io.out(`${JSON.stringify(v)}\n`);
+      else printStatus(io, v);
+    });
+
+  cluster
+    .command('transfer-leader')
+    .description('hand leadership to another voter')
+    .argument('<id>', 'the member that should lead')
+    .option('--endpoint <host:port>', 'any member’s HTTP address', DEFAULT_ENDPOINT)
+    .option('--json', 'print JSON')
+    .action(async (id: string, opts: { endpoint: string; json?: boolean }) => {
+      const to = parseIntOption('<id>', id, 1, Number.MAX_SAFE_INTEGER);
+      const v = await call<ClusterView>(opts.endpoint, 'POST', '/v1/leader/transfer', { to });
+      if (opts.json) io.out(`${JSON.stringify(v)}\n`);
+      else printStatus(io, v);
+    });
+
+  return cluster;
+}

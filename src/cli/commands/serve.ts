@@ -1,0 +1,83 @@
+import { Command } from 'commander';
+import { ConfigError, DEFAULTS, resolveServeConfig } from '../../node/config.js';
+import { startNode } from '../../node/start.js';
+import type { CliIO } from '../io.js';
+import { UsageError } from '../io.js';
+
+interface ServeFlags {
+  nodeId?: string;
+  dataDir?: string;
+  peerAddr?: string;
+  httpAddr?: string;
+  respAddr?: string;
+  initialCluster?: string;
+  initialClusterState?: string;
+  clusterSecret?: string;
+  clusterId?: string;
+  tickMs?: string;
+  electionTicks?: string;
+  snapshotEvery?: string;
+  logLevel?: string;
+  config?: string;
+}
+
+/**
+ * `floe serve`: runs one node until SIGTERM/SIGINT. With no flags: a single-node Floe with its data
+ * in ./floe-data/node-1. Flags beat the `--config` JSON file, which beats built-in defaults.
+ */
+export function serveCommand(io: CliIO): Command {
+  return new Command('serve')
+    .description('run a Floe node (defaults: a single-node cluster with data in ./floe-data/node-1)')
+    .option('--node-id <id>', `this member's id (default ${DEFAULTS.nodeId})`)
+    .option('--data-dir <dir>', 'where the log and snapshots live (default ./floe-data/node-<id>)')
+    .option('--peer-addr <host:port>', `Raft peer listener (default ${DEFAULTS.peerAddr})`)
+    .option('--http-addr <host:port>', `HTTP admin/API listener (default ${DEFAULTS.httpAddr})`)
+    .option('--resp-addr <host:port>', `Redis-protocol listener (default ${DEFAULTS.respAddr})`)
+    .option(
+      '--initial-cluster <list>',
+      'members of a new cluster: id=host:port,... (default: just this node)',
+    )
+    .option(
+      '--initial-cluster-state <state>',
+      'new (bootstrap) or existing (join after `floe cluster add`)',
+      'new',
+    )
+    .option('--cluster-secret <secret>', 'shared peer secret, >= 16 chars (default $FLOE_CLUSTER_SECRET)')
+    .option('--cluster-id <name>', `cluster name peers must agree on (default ${DEFAULTS.clusterId})`)
+    .option('--tick-ms <ms>', `Raft tick (default ${DEFAULTS.tickMs})`)
+    .option('--election-ticks <n>', `election timeout in ticks (default ${DEFAULTS.electionTicks})`)
+    .option(
+      '--snapshot-every <n>',
+      `snapshot after this many applied entries (default ${DEFAULTS.snapshotEvery})`,
+    )
+    .option('--log-level <level>', 'trace, debug, info, warn, error (default info or $FLOE_LOG_LEVEL)')
+    .option('--config <file>', 'JSON file with the same settings in camelCase (nodeId, dataDir, ...)')
+    .action(async (flags: ServeFlags) => {
+      let config: ReturnType<typeof resolveServeConfig>;
+      try {
+        config = resolveServeConfig({ ...flags }, io.env as NodeJS.ProcessEnv);
+      } catch (err) {
+        if (err instanceof ConfigError) throw new UsageError(err.message);
+        throw err;
+      }
+      const running = await startNode(config);
+      io.err(
+        `floe: node ${config.nodeId} serving (http ${config.httpAddr}, peers ${config.peerAddr}, data ${config.dataDir})\n`,
+      );
+      await new Promise<void>((resolve) => {
+        let signals = 0;
+        const onSignal = (sig: NodeJS.Signals) => {
+          signals++;
+          if (signals > 1) process.exit(130); // a second Ctrl-C means now
+          running.logger.info({ signal: sig }, 'shutting down');
+          void running.close(`signal ${sig}`).then(resolve, resolve);
+        };
+        process.once('SIGTERM', onSignal);
+        process.on('SIGINT', onSignal);
+        running.node.once('stopped', (reason) => {
+          if (reason.startsWith('fatal') || reason.startsWith('removed'))
+            void running.close(reason).then(resolve, resolve);
+        });
+      });
+    });
+}

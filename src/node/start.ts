@@ -1,0 +1,109 @@
+import { randomBytes, randomInt } from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import { pino } from 'pino';
+import { startHttpAdmin } from '../server/http-admin.js';
+import { type KvResult, KvStateMachine } from '../state/kv-state-machine.js';
+import { DurableStorage } from '../storage/durable-storage.js';
+import { PeerTransport } from '../transport/index.js';
+import { parseHostPort, type ServeConfig } from './config.js';
+import { FloeNode } from './node.js';
+import type { TransportSink } from './seams.js';
+
+export interface RunningNode {
+  node: FloeNode<KvResult>;
+  http: FastifyInstance;
+  transport: PeerTransport;
+  config: ServeConfig;
+  logger: pino.Logger;
+  /** Graceful stop: leadership handed over, listeners closed, storage flushed and unlocked. */
+  close(reason?: string): Promise<void>;
+}
+
+/** Builds and starts one Floe node from its configuration: storage, transport, runtime, listeners. */
+export async function startNode(config: ServeConfig): Promise<RunningNode> {
+  const logger = pino({ level: config.logLevel, base: { node: config.nodeId } });
+  let secret = config.clusterSecret;
+  if (!secret) {
+    // Only a single-node cluster may run without a configured secret: nobody else can join anyway.
+    secret = randomBytes(32).toString('hex');
+    logger.warn('no --cluster-secret set: running single-node with a random peer secret (no peer can join)');
+  }
+
+  const storage = await DurableStorage.open(config.dataDir, {
+    // A member joining an existing cluster learns the membership from the leader's snapshot.
+    bootstrapConf:
+      config.initialClusterState === 'new'
+        ? { voters: config.initialCluster.map((m) => m.id), learners: [] }
+        : undefined,
+    onWarning: (message) => logger.warn({ dataDir: config.dataDir }, message),
+  });
+
+  let sink: TransportSink | undefined;
+  const peerListen = parseHostPort('--peer-addr', config.peerAddr);
+  const transport = await PeerTransport.start({
+    nodeId: config.nodeId,
+    clusterId: config.clusterId,
+    secret,
+    listen: peerListen,
+    peers: new Map(
+      config.initialCluster.filter((m) => m.id !== config.nodeId).map((m) => [m.id, m.peerAddr]),
+    ),
+    onMessage: (msg) => sink?.onMessage(msg),
+    onUnreachable: (peer) => sink?.onUnreachable(peer),
+    onSnapshotStatus: (peer, ok) => sink?.onSnapshotStatus(peer, ok),
+    logger,
+  });
+
+  const kv = new KvStateMachine();
+  const node = new FloeNode<KvResult>({
+    id: config.nodeId,
+    storage,
+    transport,
+    stateMachine: kv,
+    initialMembers: config.initialCluster,
+    self: { httpAddr: config.httpAddr, respAddr: config.respAddr },
+    tickMs: config.tickMs,
+    electionTicks: config.electionTicks,
+    snapshotEvery: config.snapshotEvery,
+    random: (n) => randomInt(n),
+    logger,
+  });
+  sink = node;
+
+  const httpListen = parseHostPort('--http-addr', config.httpAddr);
+  let http: FastifyInstance;
+  try {
+    http = await startHttpAdmin({ node, kv, host: httpListen.host, port: httpListen.port });
+  } catch (err) {
+    await transport.close();
+    await storage.close();
+    throw err;
+  }
+  node.start();
+  logger.info(
+    {
+      peerAddr: config.peerAddr,
+      httpAddr: config.httpAddr,
+      dataDir: config.dataDir,
+      members: config.initialCluster,
+    },
+    'floe node started',
+  );
+
+  let closing: Promise<void> | undefined;
+  return {
+    node,
+    http,
+    transport,
+    config,
+    logger,
+    close(reason = 'shutdown') {
+      closing ??= (async () => {
+        await node.stop(reason);
+        await http.close();
+        logger.info({ reason }, 'floe node stopped');
+      })();
+      return closing;
+    },
+  };
+}
