@@ -1,0 +1,114 @@
+import type { NodeId } from '../raft/types.js';
+import { WIRE_VERSION } from './codec.js';
+import { HandshakeError, ProtocolError } from './errors.js';
+import { encodeFrame, FrameKind } from './frame.js';
+import { FramedSocket } from './framed-socket.js';
+import {
+  type Channel,
+  computeProof,
+  decodeChallenge,
+  decodeReject,
+  encodeAuth,
+  encodeHello,
+  HANDSHAKE_MAX_FRAME_BYTES,
+  type HandshakeContext,
+  newNonce,
+  proofMatches,
+} from './handshake.js';
+import type { SocketFactory } from './socket-factory.js';
+
+export interface DialParams {
+  factory: SocketFactory;
+  target: { host: string; port: number };
+  key: Buffer;
+  clusterId: string;
+  selfId: NodeId;
+  peerId: NodeId;
+  channel: Channel;
+  /** Connect + handshake must finish within this. */
+  timeoutMs: number;
+  /** Frame limit once authenticated. */
+  maxFrameBytes: number;
+  now: () => number;
+  /** Called with the raw socket at once, so the owner can destroy it on close(). */
+  track(socket: FramedSocket): void;
+}
+
+/**
+ * Dials a peer and runs the dialer's half of the handshake (see handshake.ts). Resolves with an
+ * authenticated connection; rejects with HandshakeError, ProtocolError or the socket's error, after
+ * the socket is destroyed.
+ */
+export function dialPeer(p: DialParams): Promise<FramedSocket> {
+  return new Promise((resolve, reject) => {
+    let settled = false;
+    const dialerNonce = newNonce();
+    const socket = p.factory.connect(p.target, () => {
+      const hello = encodeHello({
+        version: WIRE_VERSION,
+        clusterId: p.clusterId,
+        dialerId: p.selfId,
+        listenerId: p.peerId,
+        channel: p.channel,
+        nonce: dialerNonce,
+      });
+      conn.write(encodeFrame(FrameKind.hello, hello));
+    });
+    const conn = new FramedSocket(socket, HANDSHAKE_MAX_FRAME_BYTES, p.now);
+    p.track(conn);
+    const timer = setTimeout(() => {
+      conn.close(
+        new HandshakeError(
+          'timeout',
+          `connect and handshake did not finish within ${p.timeoutMs} ms (handshakeTimeoutMs)`,
+        ),
+      );
+    }, p.timeoutMs);
+    conn.onClose((cause) => {
+      clearTimeout(timer);
+      if (settled) return;
+      settled = true;
+      reject(cause ?? new HandshakeError('closed', 'the peer closed the connection during the handshake'));
+    });
+
+    let ctx: HandshakeContext | undefined;
+    conn.setHandler((kind, payload) => {
+      if (kind === FrameKind.reject) {
+        const reason = decodeReject(payload);
+        conn.close(new HandshakeError('protocol', `peer ${p.peerId} refused the handshake: ${reason}`));
+        return;
+      }
+      if (ctx === undefined) {
+        if (kind !== FrameKind.challenge)
+          throw new ProtocolError(`handshake: expected CHALLENGE, got frame kind ${kind}`);
+        const challenge = decodeChallenge(payload);
+        ctx = {
+          clusterId: p.clusterId,
+          dialerId: p.selfId,
+          listenerId: p.peerId,
+          channel: p.channel,
+          dialerNonce,
+          listenerNonce: challenge.nonce,
+        };
+        if (!proofMatches(p.key, 'listener', ctx, challenge.proof)) {
+          conn.close(
+            new HandshakeError(
+              'badProof',
+              `peer ${p.peerId} at ${p.target.host}:${p.target.port} could not prove it knows the cluster secret`,
+            ),
+          );
+          return;
+        }
+        conn.write(encodeFrame(FrameKind.auth, encodeAuth(computeProof(p.key, 'dialer', ctx))));
+        return;
+      }
+      if (kind !== FrameKind.accept)
+        throw new ProtocolError(`handshake: expected ACCEPT, got frame kind ${kind}`);
+      clearTimeout(timer);
+      settled = true;
+      conn.setHandler(() => {});
+      conn.setMaxFrameBytes(p.maxFrameBytes);
+      resolve(conn);
+    });
+  });
+}

@@ -1,0 +1,93 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { ProtocolError } from './errors.js';
+import { encodeFrame, encodeFrameHeader, FrameDecoder, type FrameKindCode } from './frame.js';
+
+function decodeAll(decoder: FrameDecoder, pieces: Buffer[]): { kind: number; payload: number[] }[] {
+  const out: { kind: number; payload: number[] }[] = [];
+  for (const p of pieces)
+    decoder.push(p, (kind, payload) => out.push({ kind, payload: Array.from(payload) }));
+  return out;
+}
+
+describe('frame codec', () => {
+  it('reassembles any sequence of frames split at arbitrary points', () => {
+    fc.assert(
+      fc.property(
+        fc.array(
+          fc.record({ kind: fc.integer({ min: 1, max: 12 }), payload: fc.uint8Array({ maxLength: 300 }) }),
+          {
+            maxLength: 20,
+          },
+        ),
+        fc.array(fc.integer({ min: 1, max: 50 }), { maxLength: 40 }),
+        (frames, cuts) => {
+          const stream = Buffer.concat(frames.map((f) => encodeFrame(f.kind as FrameKindCode, f.payload)));
+          const pieces: Buffer[] = [];
+          let at = 0;
+          for (const c of cuts) {
+            if (at >= stream.length) break;
+            pieces.push(stream.subarray(at, at + c));
+            at += c;
+          }
+          if (at < stream.length) pieces.push(stream.subarray(at));
+          const decoder = new FrameDecoder(1024);
+          expect(decodeAll(decoder, pieces)).toEqual(
+            frames.map((f) => ({ kind: f.kind, payload: Array.from(f.payload) })),
+          );
+          expect(decoder.bufferedBytes).toBe(0);
+        },
+      ),
+    );
+  });
+
+  it('keeps a partial frame buffered until the rest arrives', () => {
+    const frame = encodeFrame(8, Buffer.from('hello'));
+    const decoder = new FrameDecoder(64);
+    expect(decodeAll(decoder, [frame.subarray(0, 3), frame.subarray(3, 7)])).toEqual([]);
+    expect(decoder.bufferedBytes).toBe(7);
+    expect(decodeAll(decoder, [frame.subarray(7)])).toEqual([
+      { kind: 8, payload: Array.from(Buffer.from('hello')) },
+    ]);
+  });
+
+  it('writes the header separately with the same bytes as a whole frame', () => {
+    const payload = Buffer.from([1, 2, 3]);
+    expect(Buffer.concat([encodeFrameHeader(10, 3), payload])).toEqual(encodeFrame(10, payload));
+  });
+
+  it('rejects an oversized length prefix as soon as the 4 prefix bytes arrive, before any payload', () => {
+    const decoder = new FrameDecoder(1024);
+    const prefix = Buffer.from([0xff, 0xff, 0xff, 0xff]);
+    expect(() => decoder.push(prefix, () => {})).toThrow(ProtocolError);
+    expect(() => new FrameDecoder(1024).push(Buffer.from([0, 0, 4, 1]), () => {})).toThrow(
+      /1025 exceeds the limit of 1024/,
+    );
+  });
+
+  it('accepts a frame of exactly the limit and rejects one byte more', () => {
+    const ok = encodeFrame(8, new Uint8Array(1023));
+    expect(decodeAll(new FrameDecoder(1024), [ok])).toHaveLength(1);
+    const tooBig = encodeFrame(8, new Uint8Array(1024));
+    expect(() => decodeAll(new FrameDecoder(1024), [tooBig])).toThrow(ProtocolError);
+  });
+
+  it('rejects a zero length prefix (a frame has at least its kind byte)', () => {
+    expect(() => new FrameDecoder(1024).push(Buffer.from([0, 0, 0, 0]), () => {})).toThrow(
+      /length prefix is 0/,
+    );
+  });
+
+  it('reads a length prefix split across chunks', () => {
+    const frame = encodeFrame(7, Buffer.alloc(300, 1));
+    const decoder = new FrameDecoder(1024);
+    const got = decodeAll(decoder, [
+      frame.subarray(0, 1),
+      frame.subarray(1, 2),
+      frame.subarray(2, 3),
+      frame.subarray(3),
+    ]);
+    expect(got).toHaveLength(1);
+    expect(got[0]!.payload).toHaveLength(300);
+  });
+});

@@ -1,0 +1,154 @@
+import { ProtocolError } from './errors.js';
+
+/**
+ * Wire framing: every frame is
+ *
+ *   u32 big-endian length L | u8 kind | L-1 bytes of payload
+ *
+ * L counts the kind byte and the payload, so L >= 1. The receiver checks L against its limit before
+ * buffering anything beyond the 4-byte prefix, so a hostile length can never make it allocate.
+ */
+export const FrameKind = {
+  /** dialer → listener: version, cluster id, both node ids, channel, dialer nonce. */
+  hello: 1,
+  /** listener → dialer: listener nonce and the listener's proof. */
+  challenge: 2,
+  /** dialer → listener: the dialer's proof. */
+  auth: 3,
+  /** listener → dialer: authenticated; Raft traffic may flow. */
+  accept: 4,
+  /** either way during the handshake: refused, with a reason code; the connection closes. */
+  reject: 5,
+  /** dialer → listener keepalive on a message connection. */
+  ping: 6,
+  /** listener → dialer keepalive answer. */
+  pong: 7,
+  /** one Raft message (dialer → listener). */
+  message: 8,
+  /** snapshot stream: the snap message without its data, the total length and the crc32c. */
+  snapBegin: 9,
+  /** snapshot stream: raw bytes at an offset (binary payload, no msgpack). */
+  snapChunk: 10,
+  /** snapshot stream: listener → dialer, bytes received so far (flow control). */
+  snapAck: 11,
+  /** snapshot stream: listener → dialer, final outcome. */
+  snapDone: 12,
+} as const;
+
+export type FrameKindCode = (typeof FrameKind)[keyof typeof FrameKind];
+
+export const FRAME_HEADER_BYTES = 5;
+const LENGTH_BYTES = 4;
+
+/** Builds one frame in a single buffer (one copy of the payload, one socket write). */
+export function encodeFrame(kind: FrameKindCode, payload: Uint8Array = EMPTY): Buffer {
+  const frame = Buffer.allocUnsafe(FRAME_HEADER_BYTES + payload.length);
+  frame.writeUInt32BE(1 + payload.length, 0);
+  frame[LENGTH_BYTES] = kind;
+  frame.set(payload, FRAME_HEADER_BYTES);
+  return frame;
+}
+
+/** The 5-byte header of a frame whose payload is written separately (snapshot chunks: no copy). */
+export function encodeFrameHeader(kind: FrameKindCode, payloadBytes: number): Buffer {
+  const header = Buffer.allocUnsafe(FRAME_HEADER_BYTES);
+  header.writeUInt32BE(1 + payloadBytes, 0);
+  header[LENGTH_BYTES] = kind;
+  return header;
+}
+
+const EMPTY = new Uint8Array(0);
+
+/**
+ * Splits a byte stream into frames. Chunks are kept as received and only copied when a frame spans
+ * several of them, so a run of small frames in one TCP read costs no copies at all.
+ */
+export class FrameDecoder {
+  private chunks: Buffer[] = [];
+  /** Read position inside chunks[0]. */
+  private head = 0;
+  private buffered = 0;
+
+  constructor(
+    /** Largest accepted L (kind byte + payload). May be raised after the handshake. */
+    public maxFrameBytes: number,
+  ) {}
+
+  /** Bytes received but not yet returned as frames. */
+  get bufferedBytes(): number {
+    return this.buffered;
+  }
+
+  /**
+   * Feeds received bytes and calls onFrame for every complete frame, in order. Throws ProtocolError on
+   * a zero or oversized length prefix; the caller must then close the connection (the decoder is
+   * left unusable). Exceptions from onFrame propagate and leave the remaining bytes buffered.
+   */
+  push(chunk: Buffer, onFrame: (kind: number, payload: Buffer) => void): void {
+    if (chunk.length === 0) return;
+    this.chunks.push(chunk);
+    this.buffered += chunk.length;
+    while (this.buffered >= LENGTH_BYTES) {
+      const length = this.peekLength();
+      if (length === 0)
+        throw new ProtocolError('frame length prefix is 0; a frame holds at least its kind byte');
+      if (length > this.maxFrameBytes) {
+        throw new ProtocolError(
+          `frame length prefix ${length} exceeds the limit of ${this.maxFrameBytes} bytes (maxFrameBytes)`,
+        );
+      }
+      if (this.buffered < LENGTH_BYTES + length) return;
+      this.skip(LENGTH_BYTES);
+      const frame = this.take(length);
+      onFrame(frame[0]!, frame.subarray(1));
+    }
+  }
+
+  private peekLength(): number {
+    const first = this.chunks[0]!;
+    if (first.length - this.head >= LENGTH_BYTES) return first.readUInt32BE(this.head);
+    let value = 0;
+    let got = 0;
+    for (let i = 0; got < LENGTH_BYTES; i++) {
+      const c = this.chunks[i]!;
+      for (let j = i === 0 ? this.head : 0; j < c.length && got < LENGTH_BYTES; j++, got++) {
+        value = value * 256 + c[j]!;
+      }
+    }
+    return value;
+  }
+
+  private skip(n: number): void {
+    this.take(n);
+  }
+
+  /** Removes exactly n buffered bytes (n <= buffered): a view when they sit in one chunk, else a copy. */
+  private take(n: number): Buffer {
+    this.buffered -= n;
+    const first = this.chunks[0]!;
+    const available = first.length - this.head;
+    if (available >= n) {
+      const out = first.subarray(this.head, this.head + n);
+      this.head += n;
+      if (this.head === first.length) {
+        this.chunks.shift();
+        this.head = 0;
+      }
+      return out;
+    }
+    const out = Buffer.allocUnsafe(n);
+    let filled = 0;
+    while (filled < n) {
+      const c = this.chunks[0]!;
+      const step = Math.min(c.length - this.head, n - filled);
+      c.copy(out, filled, this.head, this.head + step);
+      filled += step;
+      this.head += step;
+      if (this.head === c.length) {
+        this.chunks.shift();
+        this.head = 0;
+      }
+    }
+    return out;
+  }
+}
