@@ -31,6 +31,8 @@ export interface ServeConfig {
   tickMs: number;
   electionTicks: number;
   snapshotEvery: number;
+  /** Log entries kept behind each snapshot so slightly lagging followers get entries, not a snapshot. */
+  snapshotTrailing: number;
   logLevel: string;
 }
 
@@ -50,6 +52,7 @@ export const DEFAULTS = {
   tickMs: 50,
   electionTicks: 10,
   snapshotEvery: 10_000,
+  snapshotTrailing: 5_000,
   logLevel: 'info',
 };
 
@@ -149,6 +152,7 @@ export function resolveServeConfig(
     tickMs: num('tickMs', DEFAULTS.tickMs, 1),
     electionTicks: num('electionTicks', DEFAULTS.electionTicks, 3),
     snapshotEvery: num('snapshotEvery', DEFAULTS.snapshotEvery, 10),
+    snapshotTrailing: num('snapshotTrailing', DEFAULTS.snapshotTrailing, 0),
     logLevel: String(pick('logLevel') ?? env.FLOE_LOG_LEVEL ?? DEFAULTS.logLevel),
   };
 }

@@ -35,6 +35,7 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
       config.initialClusterState === 'new'
         ? { voters: config.initialCluster.map((m) => m.id), learners: [] }
         : undefined,
+    trailingEntries: config.snapshotTrailing,
     onWarning: (message) => logger.warn({ dataDir: config.dataDir }, message),
   });
 

@@ -97,6 +97,8 @@ export class ClusterNode {
 
 export interface ClusterOptions {
   size: number;
+  /** Members of the bootstrap cluster (the first N); the rest join later with --initial-cluster-state existing. */
+  initialSize?: number;
   secret?: string;
   extraArgs?: string[];
   /** Per-node peer port others dial (to put a proxy in between); default: the node's own peer port. */
@@ -126,8 +128,14 @@ export class Cluster {
       spec.advertisedPeerPort = opts.advertise ? opts.advertise(spec) : spec.peerPort;
       specs.push(spec);
     }
-    const initialCluster = () => specs.map((s) => `${s.id}=127.0.0.1:${s.advertisedPeerPort}`).join(',');
+    const initialSize = opts.initialSize ?? opts.size;
+    const initialCluster = (upTo: number) =>
+      specs
+        .slice(0, upTo)
+        .map((s) => `${s.id}=127.0.0.1:${s.advertisedPeerPort}`)
+        .join(',');
     for (const spec of specs) {
+      const joining = spec.id > initialSize;
       const dataDir = join(root, `node-${spec.id}`);
       const args = () => [
         '--node-id',
@@ -141,7 +149,9 @@ export class Cluster {
         '--resp-addr',
         `127.0.0.1:${spec.respPort}`,
         '--initial-cluster',
-        initialCluster(),
+        initialCluster(joining ? spec.id : initialSize),
+        '--initial-cluster-state',
+        joining ? 'existing' : 'new',
         '--cluster-secret',
         opts.secret ?? 'floe-test-cluster-secret-0123456789',
         ...(opts.extraArgs ?? []),
@@ -157,8 +167,9 @@ export class Cluster {
     return n;
   }
 
-  startAll(): void {
-    for (const n of this.nodes) n.start();
+  /** Starts every node (or the first `count`). */
+  startAll(count = this.nodes.length): void {
+    for (const n of this.nodes.slice(0, count)) n.start();
   }
 
   async stopAll(): Promise<void> {

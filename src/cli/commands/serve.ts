@@ -17,6 +17,7 @@ interface ServeFlags {
   tickMs?: string;
   electionTicks?: string;
   snapshotEvery?: string;
+  snapshotTrailing?: string;
   logLevel?: string;
   config?: string;
 }
@@ -49,6 +50,10 @@ export function serveCommand(io: CliIO): Command {
     .option(
       '--snapshot-every <n>',
       `snapshot after this many applied entries (default ${DEFAULTS.snapshotEvery})`,
+    )
+    .option(
+      '--snapshot-trailing <n>',
+      `log entries kept behind a snapshot for lagging followers (default ${DEFAULTS.snapshotTrailing})`,
     )
     .option('--log-level <level>', 'trace, debug, info, warn, error (default info or $FLOE_LOG_LEVEL)')
     .option('--config <file>', 'JSON file with the same settings in camelCase (nodeId, dataDir, ...)')
