@@ -126,6 +126,8 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
   private snapshotIndex = 0;
   private role: Role = 'follower';
   private lead: NodeId = NONE;
+  private persistedTerm = 0;
+  private persistedVote: NodeId = NONE;
   private seq = 0;
   private readonly pending = new Map<number, PendingProposal<R>>();
   private readonly reads = new Map<string, PendingRead>();
@@ -167,6 +169,8 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     if (snap.data.length > 0) this.restoreSnapshotData(snap.data);
     this.applied = snap.metadata.index;
     this.snapshotIndex = snap.metadata.index;
+    this.persistedTerm = init.hardState.term;
+    this.persistedVote = init.hardState.vote;
 
     this.raw = new RawNode(
       {
@@ -515,6 +519,14 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
   private async handleReady(rd: Ready): Promise<void> {
     this.stats.readyBatches++;
     if (rd.softState) this.onSoftState(rd.softState.role, rd.softState.lead);
+    // A leader may replicate in parallel with its own fsync (Raft thesis §10.2.1, etcd does too):
+    // its messages depend on no unpersisted vote, and the core counts the leader's own copy only
+    // after advance(). Anything else (votes, a term change) is sent only after it is durable.
+    const termOrVoteChanged =
+      rd.hardState !== undefined &&
+      (rd.hardState.term !== this.persistedTerm || rd.hardState.vote !== this.persistedVote);
+    const sendEarly = this.role === 'leader' && !termOrVoteChanged && !rd.snapshot;
+    if (sendEarly && rd.messages.length > 0) this.transport.send(rd.messages);
     // 1. persist (hard state before anything that depends on it is sent)
     if (rd.hardState || rd.entries.length > 0 || rd.snapshot) {
       if (rd.mustSync) this.stats.fsyncs++;
@@ -523,9 +535,13 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
         { sync: rd.mustSync || rd.snapshot !== undefined },
       );
     }
+    if (rd.hardState) {
+      this.persistedTerm = rd.hardState.term;
+      this.persistedVote = rd.hardState.vote;
+    }
     if (this.stoppedReason) return;
     // 2. send
-    if (rd.messages.length > 0) this.transport.send(rd.messages);
+    if (!sendEarly && rd.messages.length > 0) this.transport.send(rd.messages);
     // 3. apply
     if (rd.snapshot && rd.snapshot.metadata.index > this.applied) {
       this.restoreSnapshotData(rd.snapshot.data);

@@ -1,0 +1,264 @@
+// npm run bench:cluster [-- --seconds 5 --kills 20 --skip-etcd]
+//
+// One run, side by side on loopback: a 3-node Floe cluster (fsync on) and a 3-member etcd 3.4
+// cluster, each driven by the same number of concurrent clients writing 64-byte values
+// (Floe: HTTP PUT /v1/kv/:key; etcd: put through the etcd3 client). Prints writes/s and p50/p99
+// latency for 1 and 32 clients, the Floe/etcd ratios, then Floe's failover time: kill -9 of the
+// leader → first write accepted by the new leader, median of N kills.
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { Etcd3 } from 'etcd3';
+import { Cluster, type ClusterView, freePorts, http, until, waitForLeader } from '../test/cluster/harness.js';
+
+const { values: args } = parseArgs({
+  options: {
+    seconds: { type: 'string', default: '5' },
+    kills: { type: 'string', default: '20' },
+    'skip-etcd': { type: 'boolean', default: false },
+  },
+});
+const SECONDS = Number(args.seconds);
+const KILLS = Number(args.kills);
+const VALUE = 'x'.repeat(64);
+
+interface Result {
+  writes: number;
+  perSecond: number;
+  p50: number;
+  p99: number;
+  errors: number;
+}
+
+function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+async function drive(
+  clients: number,
+  seconds: number,
+  write: (client: number, n: number) => Promise<boolean>,
+): Promise<Result> {
+  const latencies: number[] = [];
+  let errors = 0;
+  const end = performance.now() + seconds * 1000;
+  const start = performance.now();
+  await Promise.all(
+    Array.from({ length: clients }, async (_, c) => {
+      let n = 0;
+      while (performance.now() < end) {
+        const t0 = performance.now();
+        const ok = await write(c, n++);
+        if (ok) latencies.push(performance.now() - t0);
+        else errors++;
+      }
+    }),
+  );
+  const elapsed = (performance.now() - start) / 1000;
+  latencies.sort((a, b) => a - b);
+  return {
+    writes: latencies.length,
+    perSecond: latencies.length / elapsed,
+    p50: percentile(latencies, 50),
+    p99: percentile(latencies, 99),
+    errors,
+  };
+}
+
+function fmt(r: Result): string {
+  return `${r.perSecond.toFixed(0).padStart(7)} writes/s  p50 ${r.p50.toFixed(2).padStart(7)} ms  p99 ${r.p99.toFixed(2).padStart(7)} ms  (${r.writes} writes, ${r.errors} errors)`;
+}
+
+// ---- etcd -------------------------------------------------------------------------------------
+
+interface EtcdCluster {
+  procs: ChildProcess[];
+  clientUrls: string[];
+  dir: string;
+}
+
+async function startEtcd(): Promise<EtcdCluster> {
+  if (spawnSync('etcd', ['--version']).status !== 0) {
+    throw new Error('etcd not found: apt-get install -y etcd-server etcd-client (see .ci/run)');
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'floe-bench-etcd-'));
+  const ports = await freePorts(6);
+  const names = ['e1', 'e2', 'e3'];
+  const peer = (i: number) => `http://127.0.0.1:${ports[i * 2 + 1]}`;
+  const client = (i: number) => `http://127.0.0.1:${ports[i * 2]}`;
+  const initial = names.map((n, i) => `${n}=${peer(i)}`).join(',');
+  const procs = names.map((name, i) =>
+    spawn(
+      'etcd',
+      [
+        '--name',
+        name,
+        '--data-dir',
+        join(dir, name),
+        '--listen-client-urls',
+        client(i),
+        '--advertise-client-urls',
+        client(i),
+        '--listen-peer-urls',
+        peer(i),
+        '--initial-advertise-peer-urls',
+        peer(i),
+        '--initial-cluster',
+        initial,
+        '--initial-cluster-state',
+        'new',
+        '--initial-cluster-token',
+        'floe-bench',
+        '--logger',
+        'zap',
+        '--log-outputs',
+        join(dir, `${name}.log`),
+      ],
+      { stdio: 'ignore' },
+    ),
+  );
+  const clientUrls = names.map((_, i) => client(i));
+  const probe = new Etcd3({
+    hosts: clientUrls,
+    defaultCallOptions: () => ({ deadline: new Date(Date.now() + 2000) }),
+  });
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    try {
+      await probe.put('probe').value('1');
+      break;
+    } catch (err) {
+      if (Date.now() > deadline) throw new Error(`etcd did not become ready: ${err}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+  probe.close();
+  return { procs, clientUrls, dir };
+}
+
+async function stopEtcd(e: EtcdCluster): Promise<void> {
+  await Promise.all(
+    e.procs.map(
+      (p) =>
+        new Promise<void>((resolve) => {
+          if (p.exitCode !== null || !p.pid) return resolve();
+          p.once('exit', () => resolve());
+          process.kill(p.pid, 'SIGTERM');
+        }),
+    ),
+  );
+  rmSync(e.dir, { recursive: true, force: true });
+}
+
+// ---- main -------------------------------------------------------------------------------------
+
+async function main(): Promise<void> {
+  console.log(`bench:cluster — ${SECONDS}s per measurement, 64-byte values, loopback, fsync on`);
+  const floe = await Cluster.create({ size: 3, extraArgs: ['--log-level', 'warn'] });
+  floe.startAll();
+  const results: Record<string, Result> = {};
+  try {
+    const leader = await waitForLeader(floe);
+    const addr = floe.node(leader).http;
+    for (const clients of [1, 32]) {
+      // warm-up
+      await drive(
+        clients,
+        1,
+        async (c, n) => (await http(addr, 'PUT', `/v1/kv/w${c}-${n % 64}`, { value: VALUE })).status === 200,
+      );
+      results[`floe-${clients}`] = await drive(
+        clients,
+        SECONDS,
+        async (c, n) => (await http(addr, 'PUT', `/v1/kv/k${c}-${n % 64}`, { value: VALUE })).status === 200,
+      );
+      console.log(`floe ${String(clients).padStart(2)} clients: ${fmt(results[`floe-${clients}`]!)}`);
+    }
+
+    if (!args['skip-etcd']) {
+      const etcd = await startEtcd();
+      try {
+        const clients = Array.from(
+          { length: 32 },
+          () =>
+            new Etcd3({
+              hosts: etcd.clientUrls,
+              defaultCallOptions: () => ({ deadline: new Date(Date.now() + 5000) }),
+            }),
+        );
+        for (const n of [1, 32]) {
+          const put = async (c: number, i: number) => {
+            try {
+              await clients[c]!.put(`k${c}-${i % 64}`).value(VALUE);
+              return true;
+            } catch {
+              return false;
+            }
+          };
+          await drive(n, 1, put);
+          results[`etcd-${n}`] = await drive(n, SECONDS, put);
+          console.log(`etcd ${String(n).padStart(2)} clients: ${fmt(results[`etcd-${n}`]!)}`);
+        }
+        for (const c of clients) c.close();
+      } finally {
+        await stopEtcd(etcd);
+      }
+      for (const n of [1, 32]) {
+        const f = results[`floe-${n}`]!;
+        const e = results[`etcd-${n}`]!;
+        console.log(
+          `ratio floe/etcd ${String(n).padStart(2)} clients: writes/s ${(f.perSecond / e.perSecond).toFixed(2)}x (target >= 2x at 32), p99 ${(f.p99 / e.p99).toFixed(2)}x (target < 1)`,
+        );
+      }
+    }
+
+    // ---- failover ----
+    const times: number[] = [];
+    for (let k = 0; k < KILLS; k++) {
+      const old = await waitForLeader(floe);
+      const others = floe.nodes.filter((n) => n.spec.id !== old);
+      const killedAt = performance.now();
+      await floe.node(old).kill9();
+      // write to every surviving node until one accepts (307 redirects followed to the new leader)
+      let accepted = false;
+      while (!accepted) {
+        const rs = await Promise.all(
+          others.map((n) => http(n.http, 'PUT', `/v1/kv/failover`, { value: String(k) }, 500)),
+        );
+        accepted = rs.some((r) => r.status === 200);
+      }
+      times.push(performance.now() - killedAt);
+      floe.node(old).start();
+      // the restarted node must know the leader again before the next kill
+      const next = await waitForLeader(floe);
+      await until('the restarted node to rejoin', async () => {
+        const v = await http<ClusterView>(floe.node(old).http, 'GET', '/v1/cluster', undefined, 500);
+        return v.status === 200 && v.body.leader === next ? true : undefined;
+      });
+    }
+    times.sort((a, b) => a - b);
+    const median = percentile(times, 50);
+    console.log(
+      `failover (kill -9 leader → first accepted write), ${KILLS} kills: median ${median.toFixed(0)} ms, min ${times[0]?.toFixed(0)} ms, max ${times.at(-1)?.toFixed(0)} ms (target <= 1000 ms)`,
+    );
+    console.log(
+      JSON.stringify({
+        floe1: results['floe-1']?.perSecond,
+        floe32: results['floe-32']?.perSecond,
+        etcd1: results['etcd-1']?.perSecond,
+        etcd32: results['etcd-32']?.perSecond,
+        floeP99_32: results['floe-32']?.p99,
+        etcdP99_32: results['etcd-32']?.p99,
+        failoverMedianMs: median,
+      }),
+    );
+  } finally {
+    await floe.stopAll();
+    floe.cleanup();
+  }
+}
+
+await main();
