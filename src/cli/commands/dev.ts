@@ -15,7 +15,7 @@ interface DevFlags {
 
 /**
  * `floe dev --nodes 3`: a local cluster as child processes in one command. Node i listens on
- * HTTP base+i-1 (7380, 7381, ...), RESP base-1+... and peers base+100+i-1. Ctrl-C stops them all
+ * HTTP base+i-1 (7380, 7381, ...), RESP base+10+i-1 and peers base+20+i-1. Ctrl-C stops them all
  * (SIGTERM to each, then waits for every child to exit).
  */
 export function devCommand(io: CliIO): Command {
