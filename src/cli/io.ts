@@ -16,6 +16,14 @@ export class UsageError extends Error {
   }
 }
 
+/** A command could not do its job for a reason the user must see (not a bug): `floe: error: ...`, exit 1. */
+export class CommandFailedError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'CommandFailedError';
+  }
+}
+
 /** Exit codes: 0 ok, 1 unexpected failure, 2 bad input. */
 export const EXIT_OK = 0;
 export const EXIT_FAILURE = 1;

@@ -6,7 +6,7 @@ import { devCommand } from './commands/dev.js';
 import { genCommand } from './commands/gen.js';
 import { layoutsCommand } from './commands/layouts.js';
 import { serveCommand } from './commands/serve.js';
-import { type CliIO, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UsageError } from './io.js';
+import { type CliIO, CommandFailedError, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UsageError } from './io.js';
 
 /** A command factory. To add a command: write `commands/<name>.ts` exporting one, import it, list it here. */
 export type CommandFactory = (io: CliIO) => Command;
@@ -57,6 +57,10 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
     if (err instanceof UsageError || err instanceof FloeIdError) {
       io.err(`floe: error: ${err.message}\n`);
       return EXIT_USAGE;
+    }
+    if (err instanceof CommandFailedError) {
+      io.err(`floe: error: ${err.message}\n`);
+      return EXIT_FAILURE;
     }
     const message = err instanceof Error ? err.message : String(err);
     io.err(`floe: internal error: ${message}\n`);

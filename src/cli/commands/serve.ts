@@ -2,7 +2,7 @@ import { Command } from 'commander';
 import { ConfigError, DEFAULTS, resolveServeConfig } from '../../node/config.js';
 import { startNode } from '../../node/start.js';
 import type { CliIO } from '../io.js';
-import { UsageError } from '../io.js';
+import { CommandFailedError, UsageError } from '../io.js';
 
 interface ServeFlags {
   nodeId?: string;
@@ -65,7 +65,13 @@ export function serveCommand(io: CliIO): Command {
         if (err instanceof ConfigError) throw new UsageError(err.message);
         throw err;
       }
-      const running = await startNode(config);
+      let running: Awaited<ReturnType<typeof startNode>>;
+      try {
+        running = await startNode(config);
+      } catch (err) {
+        // Corrupt or locked data, a port in use: say what and where, never a stack trace.
+        throw new CommandFailedError(`node ${config.nodeId} cannot start: ${(err as Error).message}`);
+      }
       io.err(
         `floe: node ${config.nodeId} serving (http ${config.httpAddr}, peers ${config.peerAddr}, data ${config.dataDir})\n`,
       );

@@ -1,0 +1,21 @@
+// Durable Raft storage: write-ahead log + snapshot files, with a synchronous in-memory read side.
+export {
+  DEFAULT_KEEP_SNAPSHOTS,
+  DEFAULT_TRAILING_ENTRIES,
+  DurableStorage,
+  type DurableStorageOptions,
+  type DurableStorageStats,
+  type SaveBatch,
+} from './durable-storage.js';
+export {
+  SnapshotCorruptionError,
+  StorageClosedError,
+  StorageConfigError,
+  StorageError,
+  StorageFailedError,
+  StorageLockedError,
+  StorageUsageError,
+  WalCorruptionError,
+} from './errors.js';
+export { SnapshotStore } from './snapshot-store.js';
+export { DEFAULT_SEGMENT_BYTES, Wal, type WalOptions, type WalRecord, type WalStats } from './wal.js';
