@@ -58,7 +58,9 @@ export class ClusterNode {
 
   start(): void {
     const log = createWriteStream(this.logPath, { flags: 'a' });
-    const proc = spawn(process.execPath, [floeBin, 'serve', ...this.args()], {
+    // FLOE_TEST_NODE_ARGS: extra Node.js flags for node processes (e.g. --cpu-prof when profiling).
+    const nodeArgs = (process.env.FLOE_TEST_NODE_ARGS ?? '').split(' ').filter(Boolean);
+    const proc = spawn(process.execPath, [...nodeArgs, floeBin, 'serve', ...this.args()], {
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { ...process.env, FLOE_LOG_LEVEL: process.env.FLOE_LOG_LEVEL ?? 'info' },
     });
