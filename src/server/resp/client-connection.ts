@@ -1,0 +1,295 @@
+import type { Socket } from 'node:net';
+import type { CommandContext, ServerState, Session } from './command.js';
+import { dispatch } from './dispatch.js';
+import { OutWriter, type ProtocolVersion } from './encode.js';
+import { ProtocolError, RequestParser } from './parser.js';
+import { R, type Reply } from './reply.js';
+
+/** Hooks the server gives each connection (events for tests and metrics; bookkeeping on close). */
+export interface ConnectionHooks {
+  onPaused(c: ClientConnection, reason: 'output' | 'input'): void;
+  onResumed(c: ClientConnection): void;
+  onClosed(c: ClientConnection, reason: CloseReason): void;
+}
+
+export type CloseReason = 'client' | 'quit' | 'protocol-error' | 'idle' | 'server-close' | 'socket-error';
+
+/**
+ * One client: parses its requests one at a time, runs each to completion before starting the next (so replies
+ * come back in request order and every command sees the effects of the ones before it, even when handlers are
+ * asynchronous), and batches the replies of a pipeline into one socket write.
+ *
+ * Backpressure: it stops executing commands (and so stops reading) while the socket holds more than
+ * `maxOutputBytes` unsent, and stops reading while more than `readHighWaterBytes` wait to be parsed behind a
+ * command in progress; memory per client is therefore bounded whatever the client does.
+ */
+export class ClientConnection implements Session {
+  proto: ProtocolVersion = 2;
+  name = '';
+  libName = '';
+  libVer = '';
+  user: string | undefined = undefined;
+  authenticated = false;
+  readonlyMode = false;
+  readonly channels = new Set<string>();
+  readonly patterns = new Set<string>();
+  readonly remoteAddress: string;
+  readonly localAddress: string;
+  readonly createdAt = Date.now();
+  lastInteraction = Date.now();
+  lastCommand = '';
+
+  private readonly parser: RequestParser;
+  private readonly out = new OutWriter();
+  private readonly ctx: CommandContext;
+  /** An asynchronous command is running; nothing else is parsed until it completes. */
+  private busy = false;
+  /** No more commands: QUIT, a protocol error, or the socket is going away. */
+  private closing = false;
+  private closeAfterThisReply = false;
+  private waitingForDrain = false;
+  private readPaused = false;
+  private closeTimer: NodeJS.Timeout | undefined;
+  private closed = false;
+  /** Inside `pump`: pushes are batched with the replies and flushed at its end. */
+  private pumping = false;
+  /** The client half-closed: finish its pipeline, then close. */
+  private peerEnded = false;
+  private closeReason: CloseReason | undefined;
+
+  constructor(
+    readonly id: number,
+    private readonly socket: Socket,
+    private readonly server: ServerState,
+    private readonly hooks: ConnectionHooks,
+  ) {
+    this.remoteAddress = `${socket.remoteAddress ?? '?'}:${socket.remotePort ?? 0}`;
+    this.localAddress = `${socket.localAddress ?? '?'}:${socket.localPort ?? 0}`;
+    this.parser = new RequestParser(server.limits);
+    this.ctx = { session: this, server };
+    this.updatePreAuthLimits();
+    socket.setNoDelay(true);
+    this.armIdleTimer();
+    socket.on('data', (chunk: Buffer) => this.onData(chunk));
+    socket.on('drain', () => this.onDrain());
+    socket.on('timeout', () => this.onIdle());
+    socket.on('end', () => {
+      // The server allows half-open sockets so that a client that sends and then shuts down its side
+      // (`printf ... | nc`) still gets every reply, including those of asynchronous commands.
+      this.peerEnded = true;
+      this.pump();
+    });
+    socket.on('error', (err) => {
+      this.server.logger.debug({ err, client: this.id }, 'RESP client socket error');
+      this.finish('socket-error');
+    });
+    socket.on('close', () => this.finish('client'));
+  }
+
+  // Session methods used by commands.
+
+  closeAfterReply(): void {
+    this.closeAfterThisReply = true;
+  }
+
+  sendPush(r: Reply): void {
+    if (this.closed || this.closing) return;
+    this.out.reply(r, this.proto);
+    // Inside a pump the batch is flushed at its end; otherwise write now.
+    if (!this.pumping) this.flush();
+  }
+
+  subscriptionsChanged(): void {
+    this.armIdleTimer();
+  }
+
+  queryBufferBytes(): number {
+    return this.parser.bufferedBytes;
+  }
+
+  outputBufferBytes(): number {
+    return this.socket.writableLength + this.out.length;
+  }
+
+  get isPaused(): boolean {
+    return this.readPaused;
+  }
+
+  /** Close now (server shutdown). */
+  destroy(): void {
+    this.closing = true;
+    this.socket.destroy();
+    this.finish('server-close');
+  }
+
+  // Input.
+
+  private onData(chunk: Buffer): void {
+    this.lastInteraction = Date.now();
+    if (this.closing) return; // draining a closing socket: discard
+    this.parser.push(chunk);
+    this.pump();
+  }
+
+  /** Run every complete command, in order, until input runs out, a command goes async, or output is full. */
+  private pump(): void {
+    if (this.busy || this.closing || this.closed) {
+      this.updateReading();
+      return;
+    }
+    this.pumping = true;
+    const maxOut = this.server.limits.maxOutputBytes;
+    try {
+      for (;;) {
+        if (this.socket.writableLength + this.out.length > maxOut) {
+          this.flush();
+          if (this.socket.writableLength > maxOut) {
+            this.waitingForDrain = true;
+            break;
+          }
+        }
+        const cmd = this.parser.next();
+        if (cmd === undefined) break;
+        if (cmd instanceof ProtocolError) {
+          this.protocolError(cmd);
+          return;
+        }
+        this.server.counters.totalCommands++;
+        const r = dispatch(this.ctx, cmd.args);
+        if (r instanceof Promise) {
+          this.busy = true;
+          r.then(
+            (reply) => this.complete(reply),
+            // dispatch never rejects; this is a last line of defence.
+            (err: unknown) =>
+              this.complete(R.error(`ERR ${err instanceof Error ? err.message : String(err)}`)),
+          );
+          break;
+        }
+        this.out.reply(r, this.proto);
+        this.afterCommand();
+        if (this.closing) return;
+      }
+    } finally {
+      this.pumping = false;
+    }
+    this.flush();
+    if (this.peerEnded && !this.busy && !this.waitingForDrain) {
+      this.gracefulClose('client');
+      return;
+    }
+    this.updateReading();
+  }
+
+  private complete(reply: Reply): void {
+    this.busy = false;
+    if (this.closed) return;
+    this.out.reply(reply, this.proto);
+    this.afterCommand();
+    if (this.closing) return;
+    this.flush();
+    this.pump();
+  }
+
+  private afterCommand(): void {
+    this.updatePreAuthLimits();
+    if (this.closeAfterThisReply) this.gracefulClose('quit');
+  }
+
+  private protocolError(err: ProtocolError): void {
+    this.server.counters.protocolErrors++;
+    this.server.counters.errorReplies++;
+    this.server.logger.debug(
+      { client: this.id, addr: this.remoteAddress, error: err.message },
+      'RESP protocol error',
+    );
+    this.out.reply(R.error(`ERR ${err.message}`), this.proto);
+    this.gracefulClose('protocol-error');
+  }
+
+  /** Before authentication, Redis's smaller request limits apply (a stranger cannot make us buffer 1 MiB). */
+  private updatePreAuthLimits(): void {
+    const l = this.server.limits;
+    this.parser.preAuth =
+      !this.authenticated && this.server.backend.authRequired()
+        ? { maxArgs: l.unauthenticatedMaxArgs, maxBulkBytes: l.unauthenticatedMaxBulkBytes }
+        : undefined;
+  }
+
+  // Output.
+
+  private flush(): void {
+    const bytes = this.out.take();
+    if (bytes && this.socket.writable) this.socket.write(bytes);
+  }
+
+  private onDrain(): void {
+    this.lastInteraction = Date.now();
+    if (!this.waitingForDrain) return;
+    this.waitingForDrain = false;
+    this.pump();
+  }
+
+  /** Read only while there is room: not while waiting for the socket to drain, nor past the read high-water mark. */
+  private updateReading(): void {
+    if (this.closed || this.closing) return;
+    const shouldPause =
+      this.waitingForDrain ||
+      (this.busy && this.parser.bufferedBytes > this.server.limits.readHighWaterBytes);
+    if (shouldPause && !this.readPaused) {
+      this.readPaused = true;
+      this.socket.pause();
+      this.server.counters.backpressurePauses++;
+      this.hooks.onPaused(this, this.waitingForDrain ? 'output' : 'input');
+    } else if (!shouldPause && this.readPaused) {
+      this.readPaused = false;
+      this.socket.resume();
+      this.hooks.onResumed(this);
+    }
+  }
+
+  // Closing.
+
+  /**
+   * Send what is queued, half-close, keep reading (and discarding) so the client sees our reply and FIN rather
+   * than a reset, and destroy the socket after `closeGraceMs` if the client does not close it first.
+   */
+  private gracefulClose(reason: CloseReason): void {
+    if (this.closing) return;
+    this.closing = true;
+    this.closeReason = reason;
+    this.flush();
+    this.socket.end();
+    if (this.readPaused) {
+      this.readPaused = false;
+      this.socket.resume();
+    }
+    this.closeTimer = setTimeout(() => this.socket.destroy(), this.server.limits.closeGraceMs);
+    this.closeTimer.unref();
+  }
+
+  private armIdleTimer(): void {
+    const ms = this.server.limits.idleTimeoutMs;
+    const subscribed = this.channels.size > 0 || this.patterns.size > 0;
+    this.socket.setTimeout(ms > 0 && !subscribed ? ms : 0);
+  }
+
+  private onIdle(): void {
+    if (this.busy || this.closing || this.channels.size > 0 || this.patterns.size > 0) return;
+    this.server.counters.idleClosed++;
+    this.server.logger.debug({ client: this.id, addr: this.remoteAddress }, 'closing idle RESP client');
+    this.closing = true;
+    this.closeReason = 'idle';
+    this.socket.destroy();
+  }
+
+  private finish(reason: CloseReason): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.closing = true;
+    if (this.closeTimer) clearTimeout(this.closeTimer);
+    this.socket.setTimeout(0);
+    if (!this.socket.destroyed) this.socket.destroy();
+    this.hooks.onClosed(this, this.closeReason ?? reason);
+  }
+}
