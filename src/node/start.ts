@@ -2,7 +2,7 @@ import { randomBytes, randomInt } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { pino } from 'pino';
 import { startHttpAdmin } from '../server/http-admin.js';
-import { type KvResult, KvStateMachine } from '../state/kv-state-machine.js';
+import { FloeStateMachine } from '../state/floe-state-machine.js';
 import { DurableStorage } from '../storage/durable-storage.js';
 import { PeerTransport } from '../transport/index.js';
 import { parseHostPort, type ServeConfig } from './config.js';
@@ -10,7 +10,8 @@ import { FloeNode } from './node.js';
 import type { TransportSink } from './seams.js';
 
 export interface RunningNode {
-  node: FloeNode<KvResult>;
+  node: FloeNode<unknown>;
+  state: FloeStateMachine;
   http: FastifyInstance;
   transport: PeerTransport;
   config: ServeConfig;
@@ -55,12 +56,12 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
     logger,
   });
 
-  const kv = new KvStateMachine();
-  const node = new FloeNode<KvResult>({
+  const state = new FloeStateMachine();
+  const node = new FloeNode<unknown>({
     id: config.nodeId,
     storage,
     transport,
-    stateMachine: kv,
+    stateMachine: state,
     initialMembers: config.initialCluster,
     self: { httpAddr: config.httpAddr, respAddr: config.respAddr },
     tickMs: config.tickMs,
@@ -74,7 +75,7 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
   const httpListen = parseHostPort('--http-addr', config.httpAddr);
   let http: FastifyInstance;
   try {
-    http = await startHttpAdmin({ node, kv, host: httpListen.host, port: httpListen.port });
+    http = await startHttpAdmin({ node, kv: state.kv, host: httpListen.host, port: httpListen.port });
   } catch (err) {
     await transport.close();
     await storage.close();
@@ -94,6 +95,7 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
   let closing: Promise<void> | undefined;
   return {
     node,
+    state,
     http,
     transport,
     config,

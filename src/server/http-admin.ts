@@ -11,7 +11,7 @@ import type { FloeNode } from '../node/node.js';
 import { encodeKvCommand, type KvResult, type KvStateMachine } from '../state/kv-state-machine.js';
 
 export interface HttpAdminOptions {
-  node: FloeNode<KvResult>;
+  node: FloeNode<unknown>;
   kv: KvStateMachine;
   host: string;
   port: number;
@@ -143,7 +143,10 @@ export async function startHttpAdmin(opts: HttpAdminOptions): Promise<FastifyIns
     if (typeof value !== 'string')
       return reply.code(400).send({ error: 'bad_request', message: 'body must be {"value": string}' });
     try {
-      return kvReply(reply, await node.propose(encodeKvCommand({ op: 'put', key: req.params.key, value })));
+      return kvReply(
+        reply,
+        (await node.propose(encodeKvCommand({ op: 'put', key: req.params.key, value }))) as KvResult,
+      );
     } catch (err) {
       return fail(reply, err, req.url);
     }
@@ -162,7 +165,9 @@ export async function startHttpAdmin(opts: HttpAdminOptions): Promise<FastifyIns
       try {
         return kvReply(
           reply,
-          await node.propose(encodeKvCommand({ op: 'cas', key: req.params.key, expect, value })),
+          (await node.propose(
+            encodeKvCommand({ op: 'cas', key: req.params.key, expect, value }),
+          )) as KvResult,
         );
       } catch (err) {
         return fail(reply, err, req.url);
@@ -196,7 +201,9 @@ export async function startHttpAdmin(opts: HttpAdminOptions): Promise<FastifyIns
       try {
         return kvReply(
           reply,
-          await node.propose(encodeKvCommand({ op: 'incr', key: req.params.key, by: String(by) })),
+          (await node.propose(
+            encodeKvCommand({ op: 'incr', key: req.params.key, by: String(by) }),
+          )) as KvResult,
         );
       } catch (err) {
         return fail(reply, err, req.url);
