@@ -6,6 +6,7 @@ import { devCommand } from './commands/dev.js';
 import { genCommand } from './commands/gen.js';
 import { layoutsCommand } from './commands/layouts.js';
 import { serveCommand } from './commands/serve.js';
+import { userCommand } from './commands/user.js';
 import { type CliIO, CommandFailedError, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UsageError } from './io.js';
 
 /** A command factory. To add a command: write `commands/<name>.ts` exporting one, import it, list it here. */
@@ -18,6 +19,7 @@ export const COMMANDS: readonly CommandFactory[] = [
   serveCommand,
   clusterCommand,
   devCommand,
+  userCommand,
 ];
 
 /** Build the `floe` program writing to `io`. Commander's own exits are turned into thrown CommanderErrors. */

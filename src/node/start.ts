@@ -1,7 +1,11 @@
 import { randomBytes, randomInt } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { pino } from 'pino';
+import { leaseNodeOf } from '../lease/floe-node-adapter.js';
+import { LeaseService } from '../lease/lease-service.js';
+import { respBackendOf } from '../server/floe-services.js';
 import { startHttpAdmin } from '../server/http-admin.js';
+import { type RespServer, startRespServer } from '../server/resp/index.js';
 import { FloeStateMachine } from '../state/floe-state-machine.js';
 import { DurableStorage } from '../storage/durable-storage.js';
 import { PeerTransport } from '../transport/index.js';
@@ -13,6 +17,8 @@ export interface RunningNode {
   node: FloeNode<unknown>;
   state: FloeStateMachine;
   http: FastifyInstance;
+  resp: RespServer;
+  leases: LeaseService;
   transport: PeerTransport;
   config: ServeConfig;
   logger: pino.Logger;
@@ -72,16 +78,50 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
   });
   sink = node;
 
+  const leases = new LeaseService({
+    node: leaseNodeOf(node),
+    state: state.leases,
+    onError: (what, err) => logger.warn({ err: String(err) }, what),
+  });
+  const services = { node, leases, auth: state.auth };
   const httpListen = parseHostPort('--http-addr', config.httpAddr);
-  let http: FastifyInstance;
+  const respListen = parseHostPort('--resp-addr', config.respAddr);
+  let http: FastifyInstance | undefined;
+  let resp: RespServer;
   try {
-    http = await startHttpAdmin({ node, kv: state.kv, host: httpListen.host, port: httpListen.port });
+    http = await startHttpAdmin({
+      node,
+      kv: state.kv,
+      services,
+      host: httpListen.host,
+      port: httpListen.port,
+    });
+    resp = await startRespServer({
+      host: respListen.host,
+      port: respListen.port,
+      backend: respBackendOf(services),
+      logger: logger.child({ server: 'resp' }),
+      announce: config.respAddr,
+    });
   } catch (err) {
+    leases.close();
+    await http?.close();
     await transport.close();
     await storage.close();
     throw err;
   }
   node.start();
+  // Auth state arrives with the log: say loudly, once it is known, when the node runs open.
+  void node.waitForLeader(30_000).then(
+    () => {
+      if (!state.auth.authEnabled) {
+        logger.warn(
+          'AUTH IS DISABLED: no users exist, every client may acquire, renew and release (floe user add)',
+        );
+      }
+    },
+    () => {},
+  );
   logger.info(
     {
       peerAddr: config.peerAddr,
@@ -97,13 +137,17 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
     node,
     state,
     http,
+    resp,
+    leases,
     transport,
     config,
     logger,
     close(reason = 'shutdown') {
       closing ??= (async () => {
+        leases.close();
         await node.stop(reason);
-        await http.close();
+        await resp.close();
+        await http!.close();
         logger.info({ reason }, 'floe node stopped');
       })();
       return closing;

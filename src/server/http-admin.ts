@@ -9,12 +9,16 @@ import {
 } from '../node/errors.js';
 import type { FloeNode } from '../node/node.js';
 import { encodeKvCommand, type KvResult, type KvStateMachine } from '../state/kv-state-machine.js';
+import type { FloeServices } from './floe-services.js';
+import { registerFloeApi } from './http-api.js';
 
 export interface HttpAdminOptions {
   node: FloeNode<unknown>;
   kv: KvStateMachine;
   host: string;
   port: number;
+  /** Leases, users and auth: when given, the lease/user API and authentication are served too. */
+  services?: FloeServices;
   /** Request bodies larger than this are refused with 413. Default 128 KiB. */
   bodyLimit?: number;
   logger?: boolean;
@@ -66,6 +70,8 @@ export async function startHttpAdmin(opts: HttpAdminOptions): Promise<FastifyIns
       .code(code)
       .send({ error: code === 409 ? 'compare_failed' : 'bad_request', message: r.error, value: r.value });
   };
+
+  if (opts.services) registerFloeApi(app, opts.services, fail);
 
   app.get('/healthz', async (_req, reply) => {
     const st = node.stopped;

@@ -1,0 +1,157 @@
+import type { LeaseService } from '../lease/lease-service.js';
+import { NotLeaderError } from '../node/errors.js';
+import type { FloeNode } from '../node/node.js';
+import type { AuthStateMachine, Permission } from '../state/auth/index.js';
+import type { LeaseError, LeaseGrant } from '../state/leases/index.js';
+import {
+  BackendError,
+  type LeaseReply,
+  type RespBackend,
+  type RespMember,
+  type WorkerAcquireRequest,
+  type WorkerListRequest,
+  type WorkerReleaseRequest,
+  type WorkerRenewRequest,
+} from './resp/index.js';
+
+/** Everything the client-facing servers (RESP and HTTP) share on one node. */
+export interface FloeServices {
+  node: FloeNode<unknown>;
+  leases: LeaseService;
+  auth: AuthStateMachine;
+}
+
+/** HTTP status and RESP error code of each lease refusal. */
+export const LEASE_ERROR_STATUS: Record<LeaseError['code'], number> = {
+  bad_command: 400,
+  invalid_argument: 400,
+  lease_held: 409,
+  pool_busy: 409,
+  stale_token: 409,
+  not_held: 410,
+  lease_expired: 410,
+  pool_exhausted: 503,
+};
+
+export class LeaseRefusedError extends Error {
+  constructor(readonly refusal: LeaseError) {
+    super(refusal.message);
+    this.name = 'LeaseRefusedError';
+  }
+}
+
+/** Unwraps a lease result: refusals become LeaseRefusedError. */
+export function unwrap<T extends { ok: true }>(r: T | LeaseError): T {
+  if (!r.ok) throw new LeaseRefusedError(r);
+  return r;
+}
+
+/** The RESP server's view of this node: roles from Raft, leases from the lease service. */
+export function respBackendOf(s: FloeServices): RespBackend {
+  const { node, leases, auth } = s;
+  const reply = (l: LeaseGrant & { expiresAtMs: number }): LeaseReply => ({
+    app: l.app,
+    workerId: l.workerId,
+    datacenterId: l.datacenterId,
+    nodeId: l.nodeId,
+    token: l.token,
+    expiresAtMs: l.expiresAtMs,
+    highWaterMs: l.highWaterMs,
+    ttlMs: l.ttlMs,
+    extra: {
+      local_worker_id: l.localWorkerId,
+      bound_ms: l.boundMs,
+      pool_bits: l.workerBits + l.datacenterBits,
+    },
+  });
+  const call = async <T>(fn: () => Promise<T>): Promise<T> => {
+    try {
+      return await fn();
+    } catch (err) {
+      if (err instanceof LeaseRefusedError)
+        throw new BackendError('ERR', `${err.refusal.code}: ${err.message}`);
+      throw err;
+    }
+  };
+  return {
+    nodeId: node.id,
+    role() {
+      const st = node.status();
+      if (st.role === 'leader') return 'leader';
+      if (st.conf.learners.includes(node.id)) return 'learner';
+      return st.role === 'follower' ? 'follower' : 'candidate';
+    },
+    leader() {
+      const h = node.leaderHint();
+      return h ? { id: h.id, respAddr: h.respAddr } : undefined;
+    },
+    members(): RespMember[] {
+      const st = node.status();
+      return st.members.map((m) => ({
+        id: m.id,
+        respAddr: m.respAddr,
+        role: m.id === st.lead ? 'leader' : st.conf.learners.includes(m.id) ? 'learner' : 'follower',
+      }));
+    },
+    term: () => node.status().term,
+    appliedIndex: () => node.status().appliedIndex,
+    authRequired: () => auth.authEnabled,
+    authenticate: (user, pass) => auth.verify(user, pass),
+    authorize: (user, app, perm) => auth.permits(user, app, perm as Permission),
+    workerAcquire: (req: WorkerAcquireRequest) =>
+      call(async () => {
+        const r = unwrap(await leases.acquire({ app: req.app, nodeId: req.nodeId, ttlMs: req.ttlMs }));
+        return reply(r);
+      }),
+    workerRenew: (req: WorkerRenewRequest) =>
+      call(async () => {
+        const r = unwrap(
+          await leases.renew({
+            app: req.app,
+            workerId: req.workerId,
+            token: Number(req.token),
+            boundMs: req.boundMs,
+          }),
+        );
+        const w = await leases.get(req.app, req.workerId, { linearizable: false });
+        return {
+          app: r.app,
+          workerId: r.workerId,
+          datacenterId: w?.datacenterId ?? 0,
+          nodeId: w?.nodeId ?? '',
+          token: r.token,
+          expiresAtMs: r.expiresAtMs,
+          highWaterMs: w?.highWaterMs ?? r.boundMs,
+          ttlMs: r.ttlMs,
+          extra: { local_worker_id: w?.localWorkerId ?? 0, bound_ms: r.boundMs, logged: r.logged ? 1 : 0 },
+        };
+      }),
+    workerRelease: (req: WorkerReleaseRequest) =>
+      call(async () => {
+        unwrap(
+          await leases.release({
+            app: req.app,
+            workerId: req.workerId,
+            token: Number(req.token),
+            lastTimestampMs: req.lastMs,
+          }),
+        );
+      }),
+    workerList: (req: WorkerListRequest) => call(async () => (await leases.list(req.app)).map(reply)),
+    onTopologyChange(listener) {
+      node.on('role', listener);
+      return () => node.off('role', listener);
+    },
+  };
+}
+
+/** Parses `Authorization: Basic base64(user:password)`. */
+export function basicCredentials(header: string | undefined): { user: string; password: string } | undefined {
+  if (!header?.startsWith('Basic ')) return undefined;
+  const raw = Buffer.from(header.slice(6), 'base64').toString('utf8');
+  const i = raw.indexOf(':');
+  if (i <= 0) return undefined;
+  return { user: raw.slice(0, i), password: raw.slice(i + 1) };
+}
+
+export { NotLeaderError };

@@ -1,0 +1,347 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { NotLeaderError } from '../node/errors.js';
+import {
+  encodeAuthCommand,
+  type GrantSpec,
+  PERMISSIONS,
+  type Permission,
+  userAddCommand,
+  userSetPasswordCommand,
+} from '../state/auth/index.js';
+import {
+  basicCredentials,
+  type FloeServices,
+  LEASE_ERROR_STATUS,
+  LeaseRefusedError,
+  unwrap,
+} from './floe-services.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The authenticated user (undefined while auth is disabled). */
+    floeUser?: string;
+  }
+}
+
+/** Paths anyone may read, with or without auth: probes and the cluster view. */
+const OPEN_PATHS = new Set(['/healthz', '/readyz', '/metrics', '/v1/cluster']);
+
+/**
+ * HTTP authentication (`Authorization: Basic ...`, the standard scheme; use TLS in front) and
+ * the lease and user endpoints. With no users in the replicated state, everything is open.
+ */
+export function registerFloeApi(
+  app: FastifyInstance,
+  s: FloeServices,
+  fail: (r: FastifyReply, e: unknown, path: string) => FastifyReply,
+): void {
+  const { leases, auth, node } = s;
+  const verified = new Map<string, { user: string; revision: number }>();
+
+  app.addHook('onRequest', async (req, reply) => {
+    if (!auth.authEnabled || OPEN_PATHS.has(req.url.split('?')[0] ?? '')) return;
+    const header = req.headers.authorization;
+    const cached = header ? verified.get(header) : undefined;
+    if (cached && cached.revision === auth.revision) {
+      req.floeUser = cached.user;
+      return;
+    }
+    const creds = basicCredentials(header);
+    if (!creds || !(await auth.verify(creds.user, creds.password))) {
+      return reply
+        .code(401)
+        .header('www-authenticate', 'Basic realm="floe"')
+        .send({
+          error: 'unauthorized',
+          message: 'authentication required: Authorization: Basic base64(user:password)',
+        });
+    }
+    if (verified.size > 10_000) verified.clear(); // bounded cache
+    verified.set(header!, { user: creds.user, revision: auth.revision });
+    req.floeUser = creds.user;
+  });
+
+  const allowed = (req: FastifyRequest, reply: FastifyReply, appName: string, perm: Permission): boolean => {
+    if (auth.permits(req.floeUser, appName, perm)) return true;
+    void reply.code(403).send({
+      error: 'forbidden',
+      message: `user ${req.floeUser ?? '(none)'} lacks ${perm} permission on app ${appName}`,
+    });
+    return false;
+  };
+
+  const leaseFail = (reply: FastifyReply, err: unknown, path: string): FastifyReply => {
+    if (err instanceof LeaseRefusedError) {
+      return reply
+        .code(LEASE_ERROR_STATUS[err.refusal.code] ?? 400)
+        .send({ error: err.refusal.code, message: err.message });
+    }
+    return fail(reply, err, path);
+  };
+
+  const int = (v: unknown): number | undefined =>
+    typeof v === 'number' && Number.isSafeInteger(v)
+      ? v
+      : typeof v === 'string' && /^\d{1,16}$/.test(v)
+        ? Number(v)
+        : undefined;
+
+  // The admin surface (key-value, counters, membership) needs admin on '*' once auth is on.
+  app.addHook('preHandler', async (req, reply) => {
+    const path = req.url.split('?')[0] ?? '';
+    if (
+      !auth.authEnabled ||
+      OPEN_PATHS.has(path) ||
+      path.startsWith('/v1/apps/') ||
+      path.startsWith('/v1/users')
+    )
+      return;
+    if (!auth.permits(req.floeUser, '*', 'admin')) {
+      return reply
+        .code(403)
+        .send({ error: 'forbidden', message: `user ${req.floeUser} lacks admin permission on *` });
+    }
+  });
+
+  // ---- worker-ID leases ---------------------------------------------------------------------
+  type AppParams = { app: string };
+  type WorkerParams = { app: string; workerId: string };
+
+  app.post<{
+    Params: AppParams;
+    Body: { nodeId?: unknown; ttlMs?: unknown; requestId?: unknown; boundMs?: unknown };
+  }>('/v1/apps/:app/workers/acquire', async (req, reply) => {
+    if (!allowed(req, reply, req.params.app, 'acquire')) return reply;
+    const b = req.body ?? {};
+    if (typeof b.nodeId !== 'string')
+      return reply.code(400).send({ error: 'invalid_argument', message: 'nodeId must be a string' });
+    try {
+      return unwrap(
+        await leases.acquire({
+          app: req.params.app,
+          nodeId: b.nodeId,
+          ttlMs: b.ttlMs === undefined ? undefined : (int(b.ttlMs) ?? -1),
+          requestId: typeof b.requestId === 'string' ? b.requestId : undefined,
+          boundMs: b.boundMs === undefined ? undefined : (int(b.boundMs) ?? -1),
+        }),
+      );
+    } catch (err) {
+      return leaseFail(reply, err, req.url);
+    }
+  });
+
+  app.post<{ Params: WorkerParams; Body: { token?: unknown; boundMs?: unknown } }>(
+    '/v1/apps/:app/workers/:workerId/renew',
+    async (req, reply) => {
+      if (!allowed(req, reply, req.params.app, 'renew')) return reply;
+      const workerId = int(req.params.workerId);
+      const token = int(req.body?.token);
+      if (workerId === undefined || token === undefined)
+        return reply
+          .code(400)
+          .send({ error: 'invalid_argument', message: 'workerId and token must be integers' });
+      try {
+        const boundMs = req.body?.boundMs === undefined ? undefined : (int(req.body.boundMs) ?? -1);
+        return unwrap(await leases.renew({ app: req.params.app, workerId, token, boundMs }));
+      } catch (err) {
+        return leaseFail(reply, err, req.url);
+      }
+    },
+  );
+
+  app.post<{ Params: WorkerParams; Body: { token?: unknown; lastTimestampMs?: unknown } }>(
+    '/v1/apps/:app/workers/:workerId/release',
+    async (req, reply) => {
+      if (!allowed(req, reply, req.params.app, 'release')) return reply;
+      const workerId = int(req.params.workerId);
+      const token = int(req.body?.token);
+      if (workerId === undefined || token === undefined)
+        return reply
+          .code(400)
+          .send({ error: 'invalid_argument', message: 'workerId and token must be integers' });
+      try {
+        const last =
+          req.body?.lastTimestampMs === undefined ? undefined : (int(req.body.lastTimestampMs) ?? -1);
+        return unwrap(await leases.release({ app: req.params.app, workerId, token, lastTimestampMs: last }));
+      } catch (err) {
+        return leaseFail(reply, err, req.url);
+      }
+    },
+  );
+
+  app.get<{ Params: AppParams }>('/v1/apps/:app/workers', async (req, reply) => {
+    if (!allowed(req, reply, req.params.app, 'read')) return reply;
+    try {
+      return { app: req.params.app, leases: await leases.list(req.params.app) };
+    } catch (err) {
+      return leaseFail(reply, err, req.url);
+    }
+  });
+
+  app.get<{ Params: WorkerParams }>('/v1/apps/:app/workers/:workerId', async (req, reply) => {
+    if (!allowed(req, reply, req.params.app, 'read')) return reply;
+    const workerId = int(req.params.workerId);
+    if (workerId === undefined)
+      return reply.code(400).send({ error: 'invalid_argument', message: 'workerId must be an integer' });
+    try {
+      const w = await leases.get(req.params.app, workerId);
+      if (!w)
+        return reply
+          .code(404)
+          .send({ error: 'not_found', message: `worker ${workerId} of ${req.params.app} was never leased` });
+      return w;
+    } catch (err) {
+      return leaseFail(reply, err, req.url);
+    }
+  });
+
+  app.put<{ Params: AppParams; Body: { bits?: unknown; datacenterBits?: unknown } }>(
+    '/v1/apps/:app/pool',
+    async (req, reply) => {
+      if (!allowed(req, reply, req.params.app, 'admin')) return reply;
+      const bits = int(req.body?.bits);
+      const dc = req.body?.datacenterBits === undefined ? 0 : int(req.body.datacenterBits);
+      if (bits === undefined || dc === undefined)
+        return reply
+          .code(400)
+          .send({ error: 'invalid_argument', message: 'bits and datacenterBits must be integers' });
+      try {
+        return unwrap(await leases.configurePool(req.params.app, bits, dc));
+      } catch (err) {
+        return leaseFail(reply, err, req.url);
+      }
+    },
+  );
+
+  // ---- users ---------------------------------------------------------------------------------
+  const authFail = (reply: FastifyReply, r: { ok: false; code: string; message: string }) =>
+    reply
+      .code(
+        r.code === 'no_such_user' ? 404 : r.code === 'user_exists' || r.code === 'would_lock_out' ? 409 : 400,
+      )
+      .send({
+        error: r.code,
+        message: r.message,
+      });
+  const propose = async (reply: FastifyReply, cmd: Uint8Array, path: string) => {
+    try {
+      const r = (await node.propose(cmd)) as { ok: boolean; code?: string; message?: string };
+      if (!r.ok) return authFail(reply, r as { ok: false; code: string; message: string });
+      return r;
+    } catch (err) {
+      return fail(reply, err, path);
+    }
+  };
+  const isAdmin = (req: FastifyRequest, reply: FastifyReply) => allowed(req, reply, '*', 'admin');
+  const parseGrants = (v: unknown): GrantSpec[] | string => {
+    if (v === undefined) return [];
+    if (typeof v !== 'object' || v === null || Array.isArray(v))
+      return 'grants must be {"app": ["acquire", ...]}';
+    const out: GrantSpec[] = [];
+    for (const [pattern, perms] of Object.entries(v)) {
+      if (!Array.isArray(perms) || !perms.every((p) => (PERMISSIONS as readonly string[]).includes(p)))
+        return `permissions for ${pattern} must be a list of ${PERMISSIONS.join(', ')}`;
+      out.push([pattern, perms as Permission[]]);
+    }
+    return out;
+  };
+
+  app.get('/v1/users', async (req, reply) => {
+    if (!isAdmin(req, reply)) return reply;
+    await node.linearizableRead().catch(() => {});
+    return { authEnabled: auth.authEnabled, users: auth.userList() };
+  });
+
+  app.post<{ Body: { user?: unknown; password?: unknown; grants?: unknown } }>(
+    '/v1/users',
+    async (req, reply) => {
+      if (!isAdmin(req, reply)) return reply;
+      const { user, password } = req.body ?? {};
+      const grants = parseGrants(req.body?.grants);
+      if (typeof user !== 'string' || typeof password !== 'string')
+        return reply
+          .code(400)
+          .send({ error: 'invalid_argument', message: 'user and password must be strings' });
+      if (typeof grants === 'string')
+        return reply.code(400).send({ error: 'invalid_argument', message: grants });
+      if (!node.isLeader) return fail(reply, new NotLeaderError(node.id, node.leaderHint()), req.url);
+      let cmd: Uint8Array;
+      try {
+        cmd = await userAddCommand(user, password, grants);
+      } catch (err) {
+        return reply.code(400).send({ error: 'invalid_argument', message: (err as Error).message });
+      }
+      return propose(reply, cmd, req.url);
+    },
+  );
+
+  app.put<{ Params: { user: string }; Body: { password?: unknown } }>(
+    '/v1/users/:user/password',
+    async (req, reply) => {
+      const self = req.floeUser === req.params.user;
+      if (!self && !isAdmin(req, reply)) return reply;
+      if (typeof req.body?.password !== 'string')
+        return reply.code(400).send({ error: 'invalid_argument', message: 'password must be a string' });
+      if (!node.isLeader) return fail(reply, new NotLeaderError(node.id, node.leaderHint()), req.url);
+      let cmd: Uint8Array;
+      try {
+        cmd = await userSetPasswordCommand(req.params.user, req.body.password);
+      } catch (err) {
+        return reply.code(400).send({ error: 'invalid_argument', message: (err as Error).message });
+      }
+      return propose(reply, cmd, req.url);
+    },
+  );
+
+  app.delete<{ Params: { user: string } }>('/v1/users/:user', async (req, reply) => {
+    if (!isAdmin(req, reply)) return reply;
+    return propose(reply, encodeAuthCommand({ op: 'userDelete', user: req.params.user }), req.url);
+  });
+
+  app.post<{ Params: { user: string }; Body: { app?: unknown; permissions?: unknown } }>(
+    '/v1/users/:user/grants',
+    async (req, reply) => {
+      if (!isAdmin(req, reply)) return reply;
+      const { app: appName, permissions } = req.body ?? {};
+      if (typeof appName !== 'string' || !Array.isArray(permissions))
+        return reply
+          .code(400)
+          .send({ error: 'invalid_argument', message: 'body must be {"app": string, "permissions": [...]}' });
+      return propose(
+        reply,
+        encodeAuthCommand({
+          op: 'grant',
+          user: req.params.user,
+          app: appName,
+          permissions: permissions as Permission[],
+        }),
+        req.url,
+      );
+    },
+  );
+
+  app.post<{ Params: { user: string }; Body: { app?: unknown; permissions?: unknown } }>(
+    '/v1/users/:user/revoke',
+    async (req, reply) => {
+      if (!isAdmin(req, reply)) return reply;
+      const { app: appName, permissions } = req.body ?? {};
+      if (typeof appName !== 'string')
+        return reply
+          .code(400)
+          .send({
+            error: 'invalid_argument',
+            message: 'body must be {"app": string, "permissions"?: [...]}',
+          });
+      return propose(
+        reply,
+        encodeAuthCommand({
+          op: 'revoke',
+          user: req.params.user,
+          app: appName,
+          permissions: Array.isArray(permissions) ? (permissions as Permission[]) : undefined,
+        }),
+        req.url,
+      );
+    },
+  );
+}
