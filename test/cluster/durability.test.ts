@@ -5,7 +5,7 @@ import { closeSync, openSync, readdirSync, readFileSync, statSync, writeSync } f
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Cluster, type ClusterView, http, until, waitForLeader } from './harness.js';
-import { Workload } from './workload.js';
+import { progress, Workload } from './workload.js';
 
 let cluster: Cluster | undefined;
 
@@ -32,15 +32,6 @@ async function incr(c: Cluster, times: number): Promise<void> {
     const r = await http(c.node(leader).http, 'POST', '/v1/counters/c/incr', { by: 1 });
     expect(r.status).toBe(200);
   }
-}
-
-async function progress(w: Workload, count: number): Promise<void> {
-  const target = w.stats.ok + count;
-  await until(
-    `${count} more successful operations`,
-    async () => (w.stats.ok >= target ? true : undefined),
-    30_000,
-  );
 }
 
 describe('durability (real processes)', () => {

@@ -2,7 +2,7 @@
 // every history checked for linearizability and every acknowledged write for survival.
 import { afterEach, describe, expect, it } from 'vitest';
 import { Cluster, type ClusterView, http, until, waitForLeader } from './harness.js';
-import { Workload } from './workload.js';
+import { progress, Workload } from './workload.js';
 
 let cluster: Cluster | undefined;
 
@@ -25,16 +25,6 @@ async function converged(c: Cluster, index: number): Promise<void> {
 async function leaderView(c: Cluster, id: number): Promise<ClusterView> {
   const r = await http<ClusterView>(c.node(id).http, 'GET', '/v1/cluster');
   return r.body;
-}
-
-/** Lets the workload run until `count` more operations have completed (an event, not a timer). */
-async function progress(w: Workload, count: number): Promise<void> {
-  const target = w.stats.ok + count;
-  await until(
-    `${count} more successful operations`,
-    async () => (w.stats.ok >= target ? true : undefined),
-    30_000,
-  );
 }
 
 describe('multi-process cluster (real processes on 127.0.0.1)', () => {

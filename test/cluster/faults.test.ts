@@ -4,7 +4,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { FaultProxy } from '../../src/testing/fault-proxy.js';
 import { Cluster, type ClusterView, http, until, waitForLeader } from './harness.js';
-import { Workload } from './workload.js';
+import { progress, Workload } from './workload.js';
 
 let cluster: Cluster | undefined;
 let proxies: FaultProxy[] = [];
@@ -30,15 +30,6 @@ async function proxiedCluster(size: number): Promise<Cluster> {
 async function view(c: Cluster, id: number): Promise<ClusterView | undefined> {
   const r = await http<ClusterView>(c.node(id).http, 'GET', '/v1/cluster', undefined, 1000);
   return r.status === 200 ? r.body : undefined;
-}
-
-async function progress(w: Workload, count: number): Promise<void> {
-  const target = w.stats.ok + count;
-  await until(
-    `${count} more successful operations`,
-    async () => (w.stats.ok >= target ? true : undefined),
-    30_000,
-  );
 }
 
 describe('network faults through a TCP proxy (real processes)', () => {

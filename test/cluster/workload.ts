@@ -11,7 +11,7 @@ import {
   kvModel,
   toOperations,
 } from '../../src/check/index.js';
-import { type Cluster, http } from './harness.js';
+import { type Cluster, http, until } from './harness.js';
 
 interface ErrorBody {
   error?: string;
@@ -158,4 +158,14 @@ export class Workload {
     if (k.result !== 'ok') problems.push(formatCheckResult(k as never));
     return problems.length ? problems.join('\n') : undefined;
   }
+}
+
+/** Lets the workload run until `count` more operations have succeeded (an event, not a timer). */
+export async function progress(w: Workload, count: number): Promise<void> {
+  const target = w.stats.ok + count;
+  await until(
+    `${count} more successful operations`,
+    async () => (w.stats.ok >= target ? true : undefined),
+    30_000,
+  );
 }
