@@ -101,6 +101,17 @@ describe('leader election (§5.2)', () => {
     }
   });
 
+  it('a vote request from an older term is rejected with the current term, so the candidate catches up (§5.1)', () => {
+    // Simulator finding F3: staying silent here deadlocked elections with pre-vote off.
+    const storage = new MemoryStorage(conf3);
+    storage.setHardState({ term: 9, vote: 0, commit: 0 });
+    const s = new Solo(1, conf3, { preVote: false }, storage);
+    s.node.step(voteReq(2, 1, 4, 0, 0));
+    const r = responses(s.drain(), 'voteResp');
+    expect(r).toEqual([expect.objectContaining({ term: 9, reject: true, to: 2 })]);
+    expect(s.node.status().term).toBe(9);
+  });
+
   it('a candidate returns to follower when it discovers a leader of its term (§5.2)', () => {
     const s = new Solo(1, conf3, { preVote: false });
     s.node.campaign();

@@ -358,9 +358,13 @@ export class Raft {
           rejectHint: 0,
           logTermHint: 0,
         });
-      } else if (m.type === 'preVote') {
+      } else if (m.type === 'preVote' || m.type === 'vote') {
+        // Reject with our term (Raft §5.1: "reply false if term < currentTerm", with currentTerm).
+        // Staying silent to a lower-term vote can deadlock elections when pre-vote is off: a
+        // stale-config voter at a high term never grants, and the candidates never learn its term
+        // (simulator finding F3, seed 100791).
         this.send<VoteResponse>({
-          type: 'preVoteResp',
+          type: m.type === 'preVote' ? 'preVoteResp' : 'voteResp',
           from: this.id,
           to: m.from,
           term: this.term,
