@@ -76,6 +76,9 @@ export function respBackendOf(s: FloeServices): RespBackend {
   return {
     nodeId: node.id,
     role() {
+      // Called on every keyed command: the leader answers without building a full status
+      // (node.status() copies the members list; it was ~4% of the leader's CPU under renewals).
+      if (node.isLeader) return 'leader';
       const st = node.status();
       if (st.role === 'leader') return 'leader';
       if (st.conf.learners.includes(node.id)) return 'learner';
@@ -100,7 +103,14 @@ export function respBackendOf(s: FloeServices): RespBackend {
     authorize: (user, app, perm) => auth.permits(user, app, perm as Permission),
     workerAcquire: (req: WorkerAcquireRequest) =>
       call(async () => {
-        const r = unwrap(await leases.acquire({ app: req.app, nodeId: req.nodeId, ttlMs: req.ttlMs }));
+        const r = unwrap(
+          await leases.acquire({
+            app: req.app,
+            nodeId: req.nodeId,
+            ttlMs: req.ttlMs,
+            requestId: req.requestId,
+          }),
+        );
         return reply(r);
       }),
     workerRenew: (req: WorkerRenewRequest) =>

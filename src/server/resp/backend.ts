@@ -86,6 +86,8 @@ export interface WorkerAcquireRequest {
   nodeId: string;
   /** TTL option; undefined = the app's default. Positive integer ms. */
   ttlMs?: number;
+  /** REQID option: idempotency key; the same nodeId and REQID retried get the same lease. */
+  requestId?: string;
   /** The authenticated user (undefined when auth is off). */
   user?: string;
 }

@@ -14,17 +14,20 @@ export const workerCommands: CommandSpecInput[] = [
     flags: ['write', 'denyoom'],
     firstKey: 1,
     group: 'floe',
-    summary: 'WORKER.ACQUIRE app nodeId [TTL ms]: lease a worker ID of app to instance nodeId.',
+    summary:
+      'WORKER.ACQUIRE app nodeId [TTL ms] [REQID id]: lease a worker ID of app to instance nodeId (REQID makes retries idempotent).',
     since: '0.1.0',
     handler: async (ctx, args) => {
       const app = appArg(args[1]);
       const nodeId = text(args[2]);
       if (nodeId.length === 0) throw new RespError('ERR nodeId must not be empty');
-      const opts = parseOptions(args, 3, ['ttl']);
+      const opts = parseOptions(args, 3, ['ttl', 'reqid']);
       const ttlMs = positiveMs(opts.get('ttl'), 'TTL');
+      const reqid = opts.get('reqid');
+      const requestId = reqid === undefined ? undefined : text(reqid);
       authorize(ctx, app, 'acquire');
       return leaseRecord(
-        await ctx.server.backend.workerAcquire({ app, nodeId, ttlMs, user: ctx.session.user }),
+        await ctx.server.backend.workerAcquire({ app, nodeId, ttlMs, requestId, user: ctx.session.user }),
       );
     },
   },
