@@ -345,9 +345,10 @@ export class Raft {
         this.becomeFollower(m.term, NONE);
       }
     } else if (m.term < this.term) {
-      if ((this.cfg.checkQuorum || this.cfg.preVote) && (m.type === 'heartbeat' || m.type === 'app')) {
+      if (m.type === 'heartbeat' || m.type === 'app') {
         // A leader from an older term (e.g. one that was partitioned): tell it our term so it steps
-        // down. Without this, with check-quorum/pre-vote it might never learn of the newer term.
+        // down. Without this it might never learn of the newer term (with check-quorum/pre-vote
+        // nobody disrupts it; with both off the simulator found elections stuck: finding F3).
         this.send<AppendResponse>({
           type: 'appResp',
           from: this.id,
