@@ -7,6 +7,7 @@
 // leader → first write accepted by the new leader, median of N kills.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { Agent, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -70,6 +71,34 @@ async function drive(
 
 function fmt(r: Result): string {
   return `${r.perSecond.toFixed(0).padStart(7)} writes/s  p50 ${r.p50.toFixed(2).padStart(7)} ms  p99 ${r.p99.toFixed(2).padStart(7)} ms  (${r.writes} writes, ${r.errors} errors)`;
+}
+
+// Floe's client: keep-alive node:http (undici's fetch costs more CPU per call than the
+// whole server side; etcd3 likewise keeps its gRPC connections open).
+const agent = new Agent({ keepAlive: true, maxSockets: 64 });
+function floePut(addr: string, key: string): Promise<boolean> {
+  const [host, port] = addr.split(':');
+  const body = JSON.stringify({ value: VALUE });
+  return new Promise((resolve) => {
+    const req = request(
+      {
+        host,
+        port: Number(port),
+        method: 'PUT',
+        path: `/v1/kv/${key}`,
+        agent,
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+        timeout: 5000,
+      },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode === 200));
+      },
+    );
+    req.on('error', () => resolve(false));
+    req.on('timeout', () => req.destroy());
+    req.end(body);
+  });
 }
 
 // ---- etcd -------------------------------------------------------------------------------------
@@ -256,6 +285,7 @@ async function main(): Promise<void> {
       }),
     );
   } finally {
+    agent.destroy();
     await floe.stopAll();
     floe.cleanup();
   }
