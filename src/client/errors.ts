@@ -1,0 +1,83 @@
+/**
+ * Errors of the client SDK. Each names what went wrong; `code` is stable for programmatic checks.
+ */
+export class FloeClientError extends Error {
+  readonly code: string;
+  constructor(code: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+    this.code = code;
+  }
+}
+
+/** Why a lease stopped being usable. */
+export type LeaseLostReason =
+  /** The safe deadline (monotonic clock, from the last acknowledged renewal's send time) passed. */
+  | 'deadline'
+  /** The cluster refused a renewal with `stale_token`, `not_held` or `lease_expired`. */
+  | 'stale_token'
+  | 'not_held'
+  | 'lease_expired'
+  /** `release()` was called. */
+  | 'released';
+
+/**
+ * The lease is gone (or was never safe to use any more): the generator refuses to issue IDs. Thrown by every
+ * generator bound to the lease, and emitted once as the lease's `lost` event (not for `released`).
+ */
+export class LeaseLostError extends FloeClientError {
+  constructor(
+    readonly reason: LeaseLostReason,
+    readonly app: string,
+    readonly workerId: number,
+    readonly token: number,
+    detail: string,
+  ) {
+    super(
+      'ERR_LEASE_LOST',
+      `lease on worker ID ${workerId} of app ${app} (token ${token}) lost (${reason}): ${detail}`,
+    );
+  }
+}
+
+/** The cluster answered with an error that retrying cannot fix (400, 401, 403, 409, 410, 503 pool_exhausted). */
+export class FloeRequestError extends FloeClientError {
+  constructor(
+    /** HTTP status. */
+    readonly status: number,
+    /** The server's error code, e.g. `lease_held`, `pool_exhausted`, `stale_token`, `unauthorized`. */
+    readonly serverCode: string,
+    message: string,
+    readonly path: string,
+  ) {
+    super('ERR_REQUEST', `${path}: ${status} ${serverCode}: ${message}`);
+  }
+}
+
+/** No endpoint gave an answer in time (every try failed, timed out, or found no leader). The outcome is unknown. */
+export class FloeUnavailableError extends FloeClientError {
+  constructor(
+    readonly path: string,
+    readonly attempts: number,
+    cause: unknown,
+  ) {
+    super(
+      'ERR_UNAVAILABLE',
+      `${path}: no answer from the cluster after ${attempts} attempt(s); last error: ${
+        cause instanceof Error ? cause.message : String(cause)
+      }`,
+      { cause },
+    );
+  }
+}
+
+/** An option is out of range. */
+export class ClientOptionError extends FloeClientError {
+  constructor(
+    readonly field: string,
+    readonly allowed: string,
+    readonly value: unknown,
+  ) {
+    super('ERR_CLIENT_OPTION', `invalid option: ${field} = ${String(value)}; allowed: ${allowed}`);
+  }
+}

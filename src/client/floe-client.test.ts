@@ -1,0 +1,343 @@
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { CeilingReachedError, decode } from '../id/index.js';
+import { FloeRequestError, FloeUnavailableError, LeaseLostError } from './errors.js';
+import { FloeClient } from './floe-client.js';
+import type { LeaseCacheRecord } from './lease-cache.js';
+import { SLOW_PATH_HOOK_AVAILABLE } from './lease-snowflake.js';
+import { FakeCluster, FakeTime, settle } from './test-doubles.js';
+import type { WorkerLease } from './worker-lease.js';
+
+const WALL0 = Date.UTC(2026, 5, 1);
+const TTL = 3000;
+const MARGIN = TTL / 10 + 100; // the default safety margin
+
+function setup(opts: { hosts?: string[]; user?: string; bootId?: string } = {}) {
+  const cluster = new FakeCluster(opts.hosts ?? ['10.0.0.1:7380', '10.0.0.2:7380', '10.0.0.3:7380']);
+  const time = new FakeTime(WALL0);
+  const client = new FloeClient({
+    endpoints: cluster.hosts,
+    fetch: cluster.fetch,
+    clock: time.wall,
+    monotonic: time.mono,
+    setTimer: time.setTimer,
+    sleep: time.sleep,
+    random: () => 0.5,
+    bootId: opts.bootId ?? 'boot-1',
+    ...(opts.user ? { user: opts.user, password: 'pw' } : {}),
+  });
+  return { cluster, time, client };
+}
+
+/** Starts leaseWorker and drives virtual time until it settles. */
+async function lease(
+  s: ReturnType<typeof setup>,
+  extra: Partial<Parameters<FloeClient['leaseWorker']>[0]> = {},
+): Promise<WorkerLease> {
+  let done = false;
+  const p = s.client.leaseWorker({ app: 'orders', nodeId: 'n1', ttlMs: TTL, ...extra }).finally(() => {
+    done = true;
+  });
+  p.catch(() => {}); // observed by the caller; keeps the rejection handled while time is driven
+  for (let i = 0; i < 200 && !done; i++) await s.time.advance(10);
+  return p;
+}
+
+const renewals = (c: FakeCluster) => c.requests.filter((r) => r.path.endsWith('/renew'));
+
+describe('FloeClient: finding the leader and retrying', () => {
+  it('is the module under test using the slow-path hook (no per-ID clock wrapper)', () => {
+    expect(SLOW_PATH_HOOK_AVAILABLE).toBe(true);
+  });
+
+  it('follows a 307 to the leader itself, keeping the Authorization header', async () => {
+    const s = setup({ user: 'svc' });
+    s.cluster.leader = '10.0.0.3:7380';
+    const l = await lease(s);
+    expect(l.workerId).toBe(0);
+    const hosts = s.cluster.requests.map((r) => r.host);
+    expect(hosts).toEqual(['10.0.0.1:7380', '10.0.0.3:7380']);
+    const auth = `Basic ${Buffer.from('svc:pw').toString('base64')}`;
+    expect(s.cluster.requests.every((r) => r.auth === auth)).toBe(true);
+    // Later calls go straight to the leader.
+    await s.time.advance(TTL / 3 + 1);
+    expect(renewals(s.cluster).map((r) => r.host)).toEqual(['10.0.0.3:7380']);
+  });
+
+  it('retries an acquire whose answer was lost with the same requestId and gets the same lease', async () => {
+    const s = setup();
+    s.cluster.faults.push('applyThenDrop');
+    const l = await lease(s);
+    const acquires = s.cluster.requests.filter((r) => r.path.endsWith('/acquire'));
+    // The lost answer, then (after a 307 from the next endpoint tried) the retry at the leader.
+    expect(acquires.filter((r) => r.host === s.cluster.leader)).toHaveLength(2);
+    expect(new Set(acquires.map((r) => r.body.requestId)).size).toBe(1);
+    expect(l.token).toBe(10); // the one grant; the retry re-answered it
+    expect(s.cluster.nextToken).toBe(11);
+  });
+
+  it('retries 503 not_leader, 504 timeout and network errors with backoff on other endpoints', async () => {
+    const s = setup();
+    s.cluster.faults.push('noLeader503', 'timeout504', 'network');
+    const l = await lease(s);
+    expect(l.token).toBe(10);
+    expect(s.cluster.requests.length).toBeGreaterThanOrEqual(4); // 3 failures (+ redirects), then the grant
+    expect(s.cluster.nextToken).toBe(11);
+    expect(new Set(s.cluster.requests.map((r) => r.host)).size).toBeGreaterThan(1);
+  });
+
+  it('gives up with FloeUnavailableError after the acquire budget, and reports final errors at once', async () => {
+    const s = setup();
+    s.cluster.leader = undefined;
+    await expect(lease(s, { acquireTimeoutMs: 500 })).rejects.toBeInstanceOf(FloeUnavailableError);
+    const t = setup();
+    t.cluster.poolSize = 0;
+    const err = await lease(t).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(FloeRequestError);
+    expect((err as FloeRequestError).serverCode).toBe('pool_exhausted');
+    expect(t.cluster.requests).toHaveLength(1);
+  });
+});
+
+describe('WorkerLease: renewals, deadline, bounds', () => {
+  it('renews in the background about every TTL/3 and moves the deadline to send time + TTL - margin', async () => {
+    const s = setup();
+    const l = await lease(s);
+    const events: number[] = [];
+    l.on('renewed', (e: { deadlineMono: number }) => events.push(e.deadlineMono));
+    const t0 = s.time.t;
+    await s.time.advance(3 * TTL);
+    expect(renewals(s.cluster).length).toBeGreaterThanOrEqual(8);
+    expect(renewals(s.cluster).length).toBeLessThanOrEqual(10);
+    expect(events.length).toBe(renewals(s.cluster).length);
+    // The fake answers instantly: each deadline is the renewal's send time + TTL - margin.
+    expect(l.deadlineMono).toBeGreaterThan(t0 + 3 * TTL);
+    expect(l.deadlineMono).toBeLessThanOrEqual(s.time.t + TTL - MARGIN);
+    expect(l.valid).toBe(true);
+  });
+
+  it.each([
+    ['lease_expired', (c: FakeCluster) => c.expire('orders', 0)],
+    [
+      'stale_token',
+      (c: FakeCluster) => {
+        const x = c.lease('orders', 0);
+        if (x) x.token = 999;
+      },
+    ],
+  ] as const)('emits lost on %s and its generators throw LeaseLostError at once', async (code, fence) => {
+    const s = setup();
+    const l = await lease(s);
+    const gen = l.snowflake('floe');
+    gen.next();
+    const lost: LeaseLostError[] = [];
+    l.on('lost', (e: LeaseLostError) => lost.push(e));
+    fence(s.cluster);
+    await s.time.advance(TTL / 3 + 1);
+    expect(lost).toHaveLength(1);
+    expect(lost[0]?.reason).toBe(code);
+    // Same tick as the last ID: the generator must still refuse.
+    expect(() => gen.next()).toThrow(LeaseLostError);
+    expect(() => l.snowflake('floe')).toThrow(LeaseLostError);
+  });
+
+  it('emits lost on not_held (the cluster no longer knows the lease)', async () => {
+    const s = setup();
+    const l = await lease(s);
+    const lost: string[] = [];
+    l.on('lost', (e: LeaseLostError) => lost.push(e.reason));
+    (s.cluster as unknown as { leases: Map<string, unknown> }).leases.clear();
+    await s.time.advance(TTL / 3 + 1);
+    expect(lost).toEqual(['not_held']);
+  });
+
+  it('stops generating at the deadline on its own monotonic clock when the cluster is unreachable', async () => {
+    const s = setup();
+    const l = await lease(s);
+    const sentAt = s.cluster.requests.length === 1 ? 0 : Number.NaN; // acquire sent at virtual time 0
+    expect(sentAt).toBe(0);
+    const gen = l.snowflake('floe');
+    s.cluster.leader = undefined; // every node answers 503 not_leader from now on
+    const lost: LeaseLostError[] = [];
+    l.on('lost', (e: LeaseLostError) => lost.push(e));
+    const deadline = TTL - MARGIN;
+    await s.time.advance(deadline - 1 - s.time.t);
+    expect(l.valid).toBe(true);
+    expect(typeof gen.next()).toBe('bigint'); // 1 ms before the deadline: still allowed
+    await s.time.advance(1);
+    expect(() => gen.next()).toThrow(LeaseLostError);
+    expect(lost).toHaveLength(1);
+    expect(lost[0]?.reason).toBe('deadline');
+    expect(s.time.t).toBeLessThan(TTL); // before the cluster could reassign the ID
+  });
+
+  it('checks the deadline even while the wall clock stands still (at least once per tick of IDs)', async () => {
+    const s = setup();
+    const l = await lease(s);
+    const gen = l.snowflake('floe', { onSequenceExhausted: 'borrow', maxLeadMs: 100_000 });
+    s.cluster.leader = undefined;
+    s.time.wall.offset -= TTL; // the wall clock will not move while the monotonic clock passes the deadline
+    await s.time.advance(TTL);
+    let issued = 0;
+    expect(() => {
+      for (let i = 0; i < 10_000; i++) {
+        gen.next();
+        issued++;
+      }
+    }).toThrow(LeaseLostError);
+    expect(issued).toBeLessThanOrEqual(4096); // at most the rest of one tick
+  });
+
+  it('never issues a timestamp above the committed bound, and raises it ahead of need', async () => {
+    const s = setup();
+    const l = await lease(s, { boundWindowMs: 10_000 });
+    const gen = l.snowflake('floe');
+    expect(gen.ceiling).toBe(l.boundMs);
+    expect(l.boundMs).toBe(WALL0 + 10_000); // promised at acquire: now + window
+    // Renewals while headroom >= window/2 promise nothing (not logged).
+    await s.time.advance(TTL / 3 + 1);
+    expect(renewals(s.cluster)[0]?.body.boundMs).toBeUndefined();
+    // Past half the window, a renewal promises now + window.
+    await s.time.advance(5000);
+    const raised = renewals(s.cluster).filter((r) => r.body.boundMs !== undefined);
+    expect(raised.length).toBeGreaterThanOrEqual(1);
+    expect(gen.ceiling).toBe(l.boundMs);
+    expect(l.boundMs).toBeGreaterThan(WALL0 + 10_000);
+    // A wall clock that jumps past the bound: CeilingReachedError, no ID above it.
+    s.time.wall.offset += 60_000;
+    expect(() => gen.next()).toThrow(CeilingReachedError);
+  });
+
+  it('starts strictly above the high-water mark, even one ahead of its own clock', async () => {
+    const s = setup();
+    s.cluster.setHighWater('orders', 0, WALL0 + 7000); // a crashed holder promised 7 s ahead
+    const l = await lease(s);
+    expect(l.floorMs).toBe(WALL0 + 7000);
+    expect(l.leadMs).toBeGreaterThan(0);
+    const gen = l.snowflake('floe');
+    const first = decode(gen.next(), 'floe');
+    expect(first.timestamp).toBeGreaterThan(WALL0 + 7000);
+    expect(first.worker).toBe(0);
+    // The bound was raised before leaseWorker returned: plenty of headroom above the floor.
+    expect(l.boundMs).toBeGreaterThan(WALL0 + 7000 + 10_000);
+  });
+
+  it('release reports the last timestamp, emits released, and stops generation at once', async () => {
+    const s = setup();
+    const dir = mkdtempSync(join(tmpdir(), 'floe-client-'));
+    const cachePath = join(dir, 'lease.json');
+    const l = await lease(s, { cachePath });
+    const gen = l.snowflake('floe');
+    gen.next();
+    const released: unknown[] = [];
+    l.on('released', (e) => released.push(e));
+    const p = l.release();
+    expect(() => gen.next()).toThrow(LeaseLostError); // same tick, before the answer
+    await s.time.advance(10);
+    const r = await p;
+    expect(r.lastTimestampMs).toBe(gen.lastTimestamp);
+    const req = s.cluster.requests.at(-1);
+    expect(req?.path).toBe('/v1/apps/orders/workers/0/release');
+    expect(req?.body.lastTimestampMs).toBe(gen.lastTimestamp);
+    expect(released).toHaveLength(1);
+    expect(existsSync(cachePath)).toBe(false);
+    expect(await l.release()).toBe(r); // idempotent
+  });
+});
+
+describe('WorkerLease: on-disk cache', () => {
+  it('writes the lease atomically; a restart gets the same lease back and starts above what was used', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'floe-client-'));
+    const cachePath = join(dir, 'lease.json');
+    const s = setup();
+    const l = await lease(s, { cachePath });
+    const gen = l.snowflake('floe');
+    gen.next();
+    const rec = JSON.parse(readFileSync(cachePath, 'utf8')) as LeaseCacheRecord;
+    expect(rec).toMatchObject({
+      app: 'orders',
+      nodeId: 'n1',
+      workerId: 0,
+      token: l.token,
+      requestId: l.requestId,
+    });
+    expect(rec.usedUpToMs).toBeLessThanOrEqual(rec.boundMs);
+    expect(gen.ceiling).toBe(rec.usedUpToMs); // generators never go past what is on disk
+    expect(gen.lastTimestamp).toBeLessThanOrEqual(rec.usedUpToMs);
+
+    // "Restart": a new client on the same cluster and cache, while the old lease is still live.
+    const restarted = new FloeClient({
+      endpoints: s.cluster.hosts,
+      fetch: s.cluster.fetch,
+      clock: s.time.wall,
+      monotonic: s.time.mono,
+      setTimer: s.time.setTimer,
+      sleep: s.time.sleep,
+      bootId: 'boot-1',
+    });
+    const l2 = await lease({ ...s, client: restarted }, { cachePath });
+    expect(l2.token).toBe(l.token);
+    expect(l2.workerId).toBe(l.workerId);
+    expect(l2.floorMs).toBeGreaterThanOrEqual(rec.usedUpToMs);
+    expect(decode(l2.snowflake('floe').next(), 'floe').timestamp).toBeGreaterThan(rec.usedUpToMs);
+  });
+
+  it('resumes from the cache alone while the cluster is away, only until the cached deadline', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'floe-client-'));
+    const cachePath = join(dir, 'lease.json');
+    const s = setup();
+    const l = await lease(s, { cachePath });
+    l.snowflake('floe').next();
+    const rec = JSON.parse(readFileSync(cachePath, 'utf8')) as LeaseCacheRecord;
+    s.cluster.leader = undefined; // the cluster is unreachable from now on
+    const again = () =>
+      lease(
+        {
+          ...s,
+          client: new FloeClient({
+            endpoints: s.cluster.hosts,
+            fetch: s.cluster.fetch,
+            clock: s.time.wall,
+            monotonic: s.time.mono,
+            setTimer: s.time.setTimer,
+            sleep: s.time.sleep,
+            bootId: 'boot-1',
+          }),
+        },
+        { cachePath, acquireTimeoutMs: 300 },
+      );
+    const r = await again();
+    expect(r.resumedFromCache).toBe(true);
+    expect(r.token).toBe(l.token);
+    expect(r.deadlineMono).toBe(rec.deadlineMono);
+    const ts = decode(r.snowflake('floe').next(), 'floe').timestamp;
+    expect(ts).toBeGreaterThan(rec.usedUpToMs);
+    expect(ts).toBeLessThanOrEqual(rec.boundMs);
+    await s.time.advance(rec.deadlineMono - s.time.t + 1);
+    await expect(again()).rejects.toBeInstanceOf(FloeUnavailableError);
+  });
+
+  it('after a reboot (other boot ID) trusts the cached wall-clock deadline only with an extra margin', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'floe-client-'));
+    const cachePath = join(dir, 'lease.json');
+    const s = setup();
+    await lease(s, { cachePath });
+    const rec = JSON.parse(readFileSync(cachePath, 'utf8')) as LeaseCacheRecord;
+    s.cluster.leader = undefined;
+    const c = new FloeClient({
+      endpoints: s.cluster.hosts,
+      fetch: s.cluster.fetch,
+      clock: s.time.wall,
+      monotonic: s.time.mono,
+      setTimer: s.time.setTimer,
+      sleep: s.time.sleep,
+      bootId: 'boot-2',
+    });
+    const r = await lease({ ...s, client: c }, { cachePath, acquireTimeoutMs: 300 });
+    const wallLeft = rec.deadlineWallMs - s.time.wall.now();
+    expect(r.deadlineMono - s.time.t).toBeLessThanOrEqual(wallLeft - TTL / 10);
+    await settle();
+  });
+});

@@ -1,0 +1,176 @@
+import { FloeRequestError, FloeUnavailableError } from './errors.js';
+
+/** The subset of `fetch` the SDK uses; inject a fake in tests. */
+export type FetchLike = (url: string, init: FetchInit) => Promise<FetchResponseLike>;
+export interface FetchInit {
+  method: string;
+  headers: Record<string, string>;
+  body?: string;
+  redirect: 'manual';
+  signal: AbortSignal;
+}
+export interface FetchResponseLike {
+  status: number;
+  headers: { get(name: string): string | null };
+  text(): Promise<string>;
+}
+
+export interface HttpTransportOptions {
+  /** `host:port` or `http://host:port` of any nodes of the cluster (at least one). */
+  endpoints: readonly string[];
+  user?: string;
+  password?: string;
+  /** Per attempt. */
+  requestTimeoutMs: number;
+  fetch: FetchLike;
+  /** Monotonic ms, used to time each attempt's send. */
+  monotonic: () => number;
+  sleep: (ms: number) => Promise<void>;
+  /** [0, 1): jitters the backoff. */
+  random: () => number;
+}
+
+export interface CallOptions {
+  /** Give up (FloeUnavailableError) once this much time has gone by since the call started. */
+  budgetMs: number;
+}
+
+/** A successful answer, with the monotonic time the successful attempt was sent. */
+export interface CallResult<T> {
+  body: T;
+  sentAtMono: number;
+  endpoint: string;
+}
+
+const RETRYABLE_CODES = new Set(['not_leader', 'timeout', 'overloaded', 'stopped', 'internal']);
+const MAX_REDIRECTS_IN_A_ROW = 5;
+
+/**
+ * JSON over HTTP to a Floe cluster: finds and follows the leader, retries what is safe to retry.
+ *
+ * - Followers answer writes with 307 and `{error: 'not_leader', leader: {httpAddr}}`. Redirects are never followed by
+ *   `fetch` itself (it drops `Authorization` across origins): the transport goes to `leader.httpAddr` (or `Location`).
+ * - 503 `not_leader` (no leader known), 504 `timeout` (outcome unknown), 429, network errors and per-attempt
+ *   timeouts: try the next endpoint after a jittered backoff, until the call's budget is spent.
+ *   Every lease call is safe to repeat: acquire carries the same `requestId`, renew/release the same token.
+ * - Anything else that is not 2xx is final: `FloeRequestError` with the server's code.
+ */
+export class HttpTransport {
+  private readonly endpoints: string[];
+  private readonly auth: string | undefined;
+  private leader: string | undefined;
+  private next = 0;
+
+  constructor(private readonly o: HttpTransportOptions) {
+    this.endpoints = o.endpoints.map(normalise);
+    this.auth =
+      o.user === undefined
+        ? undefined
+        : `Basic ${Buffer.from(`${o.user}:${o.password ?? ''}`).toString('base64')}`;
+  }
+
+  /** The node believed to lead (learned from redirects and answers), if any. */
+  get leaderEndpoint(): string | undefined {
+    return this.leader;
+  }
+
+  async post<T>(path: string, body: unknown, call: CallOptions): Promise<CallResult<T>> {
+    const started = this.o.monotonic();
+    let attempts = 0;
+    let redirects = 0;
+    let lastError: unknown = new Error('no attempt made');
+    let backoff = 25;
+    for (;;) {
+      const endpoint = this.leader ?? this.pick();
+      attempts++;
+      const sentAtMono = this.o.monotonic();
+      let retryAt: string | undefined;
+      try {
+        const res = await this.o.fetch(`${endpoint}${path}`, {
+          method: 'POST',
+          headers: {
+            'content-type': 'application/json',
+            ...(this.auth === undefined ? {} : { authorization: this.auth }),
+          },
+          body: JSON.stringify(body),
+          redirect: 'manual',
+          signal: AbortSignal.timeout(this.o.requestTimeoutMs),
+        });
+        const text = await res.text();
+        const parsed = parseJson(text);
+        if (res.status >= 200 && res.status < 300) {
+          this.leader = endpoint;
+          return { body: parsed as T, sentAtMono, endpoint };
+        }
+        const err = (parsed ?? {}) as { error?: unknown; message?: unknown; leader?: { httpAddr?: unknown } };
+        const code = typeof err.error === 'string' ? err.error : `http_${res.status}`;
+        const message = typeof err.message === 'string' ? err.message : text.slice(0, 200);
+        if (res.status === 307 || res.status === 308) {
+          const addr =
+            typeof err.leader?.httpAddr === 'string'
+              ? err.leader.httpAddr
+              : locationHost(res.headers.get('location'));
+          if (addr !== undefined && redirects < MAX_REDIRECTS_IN_A_ROW) {
+            redirects++;
+            retryAt = normalise(addr);
+          }
+          lastError = new FloeRequestError(res.status, code, message, path);
+        } else if (
+          res.status === 429 ||
+          res.status === 504 ||
+          (res.status >= 500 && RETRYABLE_CODES.has(code))
+        ) {
+          lastError = new FloeRequestError(res.status, code, message, path);
+        } else {
+          throw new FloeRequestError(res.status, code, message, path);
+        }
+      } catch (e) {
+        if (e instanceof FloeRequestError && e.status !== 307 && e.status !== 308 && !isRetryable(e)) throw e;
+        lastError = e; // network error or attempt timeout: outcome unknown, safe to repeat
+      }
+      if (retryAt !== undefined) {
+        this.leader = retryAt; // follow the redirect at once
+        continue;
+      }
+      redirects = 0;
+      this.leader = undefined;
+      const elapsed = this.o.monotonic() - started;
+      if (elapsed >= call.budgetMs) throw new FloeUnavailableError(path, attempts, lastError);
+      const wait = Math.min(backoff * (0.5 + this.o.random()), call.budgetMs - elapsed);
+      backoff = Math.min(backoff * 2, 1000);
+      await this.o.sleep(wait);
+    }
+  }
+
+  private pick(): string {
+    const e = this.endpoints[this.next % this.endpoints.length] as string;
+    this.next++;
+    return e;
+  }
+}
+
+function isRetryable(e: FloeRequestError): boolean {
+  return e.status === 429 || e.status === 504 || (e.status >= 500 && RETRYABLE_CODES.has(e.serverCode));
+}
+
+function normalise(endpoint: string): string {
+  const e = endpoint.trim().replace(/\/+$/, '');
+  return /^https?:\/\//.test(e) ? e : `http://${e}`;
+}
+
+function locationHost(location: string | null): string | undefined {
+  if (!location) return undefined;
+  try {
+    return new URL(location).host;
+  } catch {
+    return undefined;
+  }
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}

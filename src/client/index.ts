@@ -1,0 +1,24 @@
+/**
+ * Floe's client SDK (`floe/client`): lease a worker ID from a Floe cluster and generate Snowflake IDs in-process,
+ * never past the lease's safe deadline. See docs/client.md.
+ */
+export { hrtimeMonotonic, type MonotonicClock, readBootId } from './clocks.js';
+export {
+  ClientOptionError,
+  FloeClientError,
+  FloeRequestError,
+  FloeUnavailableError,
+  LeaseLostError,
+  type LeaseLostReason,
+} from './errors.js';
+export { FloeClient, type FloeClientOptions, type LeaseWorkerOptions } from './floe-client.js';
+export { GuardedClock } from './guarded-clock.js';
+export type { FetchInit, FetchLike, FetchResponseLike } from './http-transport.js';
+export { type LeaseCacheRecord, readLeaseCache } from './lease-cache.js';
+export { LeaseSnowflake } from './lease-snowflake.js';
+export {
+  type LeaseSnowflakeOptions,
+  type ReleasedEvent,
+  type RenewedEvent,
+  WorkerLease,
+} from './worker-lease.js';

@@ -1,0 +1,79 @@
+import { randomBytes } from 'node:crypto';
+import { readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+
+/**
+ * What a lease leaves on disk (`cachePath`) so that a restarted instance can ask for the same lease back, or, while
+ * the cluster is away, keep generating until the cached lease's safe deadline.
+ */
+export interface LeaseCacheRecord {
+  version: 1;
+  app: string;
+  nodeId: string;
+  requestId: string;
+  workerId: number;
+  datacenterId: number;
+  localWorkerId: number;
+  datacenterBits: number;
+  workerBits: number;
+  token: number;
+  ttlMs: number;
+  highWaterMs: number;
+  /** The bound committed by the cluster (acquire or logged renewal). */
+  boundMs: number;
+  /**
+   * The highest timestamp this instance allowed its generators to use (<= boundMs). Written before the generators
+   * may use it, so a restarted instance starts strictly above it.
+   */
+  usedUpToMs: number;
+  /** Safe deadline on CLOCK_MONOTONIC (ms), valid only on the machine boot `bootId`. */
+  deadlineMono: number;
+  bootId: string | null;
+  /** The same deadline on this machine's wall clock, for a restart after a reboot (used with an extra margin). */
+  deadlineWallMs: number;
+  savedAtWallMs: number;
+}
+
+/** Writes the record atomically: a temporary file in the same directory, then rename. */
+export function writeLeaseCache(path: string, record: LeaseCacheRecord): void {
+  const tmp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+  writeFileSync(tmp, `${JSON.stringify(record)}\n`, { mode: 0o600 });
+  renameSync(tmp, path);
+}
+
+/** The cached record for this app and nodeId, or undefined if there is none or it is unreadable / for another one. */
+export function readLeaseCache(path: string, app: string, nodeId: string): LeaseCacheRecord | undefined {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch {
+    return undefined;
+  }
+  try {
+    const r = JSON.parse(text) as Partial<LeaseCacheRecord>;
+    if (r.version !== 1 || r.app !== app || r.nodeId !== nodeId || typeof r.requestId !== 'string')
+      return undefined;
+    for (const k of [
+      'workerId',
+      'datacenterId',
+      'localWorkerId',
+      'datacenterBits',
+      'workerBits',
+      'token',
+      'ttlMs',
+      'highWaterMs',
+      'boundMs',
+      'usedUpToMs',
+      'deadlineMono',
+      'deadlineWallMs',
+    ] as const) {
+      if (typeof r[k] !== 'number' || !Number.isFinite(r[k])) return undefined;
+    }
+    return r as LeaseCacheRecord;
+  } catch {
+    return undefined;
+  }
+}
+
+export function removeLeaseCache(path: string): void {
+  rmSync(path, { force: true });
+}

@@ -1,0 +1,246 @@
+// An in-process fake of a Floe cluster's HTTP lease API, for the SDK's unit tests and benchmark. Not exported.
+import type { FetchInit, FetchLike, FetchResponseLike } from './http-transport.js';
+
+export interface FakeRequest {
+  url: string;
+  host: string;
+  path: string;
+  body: Record<string, unknown>;
+  auth: string | undefined;
+}
+
+interface FakeLease {
+  workerId: number;
+  token: number;
+  nodeId: string;
+  requestId: string;
+  ttlMs: number;
+  live: boolean;
+  highWaterAtGrant: number;
+}
+
+type Fault = 'network' | 'timeout504' | 'applyThenDrop' | 'noLeader503';
+
+/**
+ * A fake cluster: `hosts` are node addresses; `leader` is the one that answers writes, the others answer 307 with
+ * the leader's address (or 503 when `leader` is undefined). Leases are kept per app without expiry unless a test
+ * calls `expire`. `faults` are consumed one per request.
+ */
+export class FakeCluster {
+  leader: string | undefined;
+  readonly requests: FakeRequest[] = [];
+  readonly faults: Fault[] = [];
+  nextToken = 10;
+  poolSize = 4;
+  /** Per app: worker ID -> high-water mark; -> live lease. */
+  private readonly highWater = new Map<string, number>();
+  private readonly leases = new Map<string, FakeLease>();
+  /** Leader wall time used in replies (informational). */
+  wallNow = () => Date.now();
+
+  constructor(readonly hosts: string[]) {
+    this.leader = hosts[0];
+  }
+
+  readonly fetch: FetchLike = async (url: string, init: FetchInit): Promise<FetchResponseLike> => {
+    const u = new URL(url);
+    const body = init.body ? (JSON.parse(init.body) as Record<string, unknown>) : {};
+    this.requests.push({ url, host: u.host, path: u.pathname, body, auth: init.headers.authorization });
+    const fault = this.faults.shift();
+    if (fault === 'network') throw new TypeError('fetch failed (fake network error)');
+    if (fault === 'noLeader503' || this.leader === undefined)
+      return reply(503, { error: 'not_leader', message: 'no leader known' });
+    if (u.host !== this.leader)
+      return reply(
+        307,
+        { error: 'not_leader', message: 'not the leader', leader: { id: 1, httpAddr: this.leader } },
+        `http://${this.leader}${u.pathname}`,
+      );
+    if (fault === 'timeout504') return reply(504, { error: 'timeout', message: 'proposal timed out' });
+    const res = this.handle(u.pathname, body);
+    if (fault === 'applyThenDrop') throw new TypeError('fetch failed (fake: applied, answer lost)');
+    return res;
+  };
+
+  lease(app: string, workerId: number): FakeLease | undefined {
+    return this.leases.get(`${app}/${workerId}`);
+  }
+
+  highWaterOf(app: string, workerId: number): number {
+    return this.highWater.get(`${app}/${workerId}`) ?? 0;
+  }
+
+  setHighWater(app: string, workerId: number, ms: number): void {
+    this.highWater.set(`${app}/${workerId}`, ms);
+  }
+
+  /** As if the leader's deadline passed: the lease ends; renewals get `lease_expired`/`not_held`. */
+  expire(app: string, workerId: number): void {
+    const l = this.lease(app, workerId);
+    if (l) l.live = false;
+  }
+
+  private handle(path: string, b: Record<string, unknown>): FetchResponseLike {
+    const m = /^\/v1\/apps\/([^/]+)\/workers\/(acquire|(\d+)\/(renew|release))$/.exec(path);
+    if (!m) return reply(404, { error: 'not_found', message: path });
+    const app = decodeURIComponent(m[1] as string);
+    if (m[2] === 'acquire') {
+      const nodeId = String(b.nodeId);
+      for (const l of this.leases.values()) {
+        if (l.live && l.nodeId === nodeId && this.appOf(l) === app) {
+          if (l.requestId === b.requestId) return reply(200, this.grantBody(app, l, true));
+          return reply(409, { error: 'lease_held', message: `${nodeId} holds worker ${l.workerId}` });
+        }
+      }
+      for (let w = 0; w < this.poolSize; w++) {
+        const key = `${app}/${w}`;
+        const cur = this.leases.get(key);
+        if (cur?.live) continue;
+        const hw = this.highWater.get(key) ?? 0;
+        const l: FakeLease = {
+          workerId: w,
+          token: this.nextToken++,
+          nodeId,
+          requestId: String(b.requestId),
+          ttlMs: Number(b.ttlMs ?? 10_000),
+          live: true,
+          highWaterAtGrant: hw,
+        };
+        (l as FakeLease & { app: string }).app = app;
+        if (typeof b.boundMs === 'number' && b.boundMs > hw) this.highWater.set(key, b.boundMs);
+        this.leases.set(key, l);
+        return reply(200, this.grantBody(app, l, false));
+      }
+      return reply(503, { error: 'pool_exhausted', message: `pool of ${app} is full` });
+    }
+    const workerId = Number(m[3]);
+    const key = `${app}/${workerId}`;
+    const l = this.leases.get(key);
+    if (!l) return reply(410, { error: 'not_held', message: 'not held' });
+    if (l.token !== b.token) return reply(409, { error: 'stale_token', message: 'stale token' });
+    if (m[4] === 'renew') {
+      if (!l.live) return reply(410, { error: 'lease_expired', message: 'expired' });
+      const hw = this.highWater.get(key) ?? 0;
+      const logged = typeof b.boundMs === 'number' && b.boundMs > hw;
+      if (logged) this.highWater.set(key, b.boundMs as number);
+      return reply(200, {
+        ok: true,
+        app,
+        workerId,
+        token: l.token,
+        ttlMs: l.ttlMs,
+        boundMs: this.highWater.get(key) ?? 0,
+        expiresAtMs: this.wallNow() + l.ttlMs,
+        logged,
+      });
+    }
+    const already = !l.live;
+    if (typeof b.lastTimestampMs === 'number' && b.lastTimestampMs > (this.highWater.get(key) ?? 0))
+      this.highWater.set(key, b.lastTimestampMs);
+    l.live = false;
+    return reply(200, {
+      ok: true,
+      app,
+      workerId,
+      highWaterMs: this.highWater.get(key) ?? 0,
+      alreadyReleased: already,
+    });
+  }
+
+  private appOf(l: FakeLease): string {
+    return (l as FakeLease & { app: string }).app;
+  }
+
+  private grantBody(app: string, l: FakeLease, retried: boolean): Record<string, unknown> {
+    return {
+      ok: true,
+      app,
+      workerId: l.workerId,
+      datacenterId: 0,
+      localWorkerId: l.workerId,
+      datacenterBits: 0,
+      workerBits: 10,
+      token: l.token,
+      nodeId: l.nodeId,
+      ttlMs: l.ttlMs,
+      grantedAtMs: this.wallNow(),
+      expiresAtMs: this.wallNow() + l.ttlMs,
+      highWaterMs: l.highWaterAtGrant,
+      boundMs: this.highWater.get(`${app}/${l.workerId}`) ?? 0,
+      retried,
+    };
+  }
+}
+
+function reply(status: number, body: unknown, location?: string): FetchResponseLike {
+  const text = JSON.stringify(body);
+  return {
+    status,
+    headers: { get: (n: string) => (n.toLowerCase() === 'location' ? (location ?? null) : null) },
+    text: async () => text,
+  };
+}
+
+/**
+ * Virtual time for the SDK's tests: one monotonic clock (`mono`), a wall clock that moves with it (`wall`, a
+ * ManualClock-like object a test may also jump), and timers that fire only when the test calls `advance`.
+ */
+export class FakeTime {
+  t = 0;
+  private seq = 0;
+  private timers: { at: number; seq: number; fn: () => void }[] = [];
+  readonly wall: { now(): number; waitUntil(ms: number): void; offset: number };
+
+  constructor(wallStartMs: number) {
+    const self = this;
+    this.wall = {
+      offset: wallStartMs,
+      now() {
+        return this.offset + self.t;
+      },
+      waitUntil(ms: number) {
+        // A generator waiting for a tick: jump the wall clock (not the monotonic one) as a ManualClock does.
+        if (ms > this.now()) this.offset += ms - this.now();
+      },
+    };
+  }
+
+  readonly mono = (): number => this.t;
+
+  readonly setTimer = (fn: () => void, ms: number): { cancel(): void } => {
+    const entry = { at: this.t + Math.max(0, ms), seq: this.seq++, fn };
+    this.timers.push(entry);
+    return {
+      cancel: () => {
+        this.timers = this.timers.filter((e) => e !== entry);
+      },
+    };
+  };
+
+  readonly sleep = (ms: number): Promise<void> => new Promise((r) => this.setTimer(r, ms));
+
+  /** Moves time forward, firing due timers in order and letting their promises settle. */
+  async advance(ms: number): Promise<void> {
+    const target = this.t + ms;
+    for (;;) {
+      await settle();
+      this.timers.sort((a, b) => a.at - b.at || a.seq - b.seq);
+      const next = this.timers[0];
+      if (!next || next.at > target) break;
+      this.timers.shift();
+      this.t = Math.max(this.t, next.at);
+      next.fn();
+    }
+    this.t = target;
+    await settle();
+  }
+
+  get pendingTimers(): number {
+    return this.timers.length;
+  }
+}
+
+/** Lets every pending promise chain run (the fake cluster answers without I/O). */
+export async function settle(): Promise<void> {
+  for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
+}

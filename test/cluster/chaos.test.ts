@@ -1,0 +1,57 @@
+// The client SDK's chaos proof at CI size: `npm run chaos` with fewer clients and seconds (needs `npm run build`).
+// The script starts a real 3-node cluster behind fault proxies and SDK client processes, injects leader kills and
+// pauses, partitions, client pauses beyond their TTL, client kill -9s and clock offsets/jumps, then checks every ID
+// and lease recorded. It prints one JSON line of counts; every violation count must be 0.
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { repoRoot } from './harness.js';
+
+describe('chaos: SDK clients under faults (real processes)', () => {
+  it('issues no duplicate ID and never lets two clients hold one worker ID at once', async () => {
+    const proc = spawn(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        join(repoRoot, 'scripts/chaos.ts'),
+        '--seconds',
+        '25',
+        '--clients',
+        '6',
+        '--pool-bits',
+        '2',
+        '--seed',
+        '7',
+      ],
+      { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    let out = '';
+    let err = '';
+    proc.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+    });
+    proc.stderr.on('data', (d: Buffer) => {
+      err += d.toString();
+    });
+    const [code] = (await once(proc, 'exit')) as [number | null];
+    const line = out.trim().split('\n').at(-1) ?? '';
+    let r: Record<string, number>;
+    try {
+      r = JSON.parse(line) as Record<string, number>;
+    } catch {
+      throw new Error(`no JSON summary (exit ${code}):\n${out}\n${err.slice(-2000)}`);
+    }
+    expect(r.duplicates).toBe(0);
+    expect(r.overlappingHolders).toBe(0);
+    expect(r.tokenRegressions).toBe(0);
+    expect(r.highWaterViolations).toBe(0);
+    expect(r.timestampReuse).toBe(0);
+    expect(code).toBe(0);
+    // The run did something: IDs, faults, leases that changed hands.
+    expect(r.ids).toBeGreaterThan(100_000);
+    expect(r.faultsInjected).toBeGreaterThanOrEqual(5);
+    expect(r.reusedWorkerIds).toBeGreaterThan(0);
+  }, 150_000);
+});
