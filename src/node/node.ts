@@ -635,6 +635,28 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     if (role === 'leader') this.publishSelf();
   }
 
+  /**
+   * Leader only: records a member's client addresses in the log (a follower asks the leader to
+   * do this for it, see start.ts). Resolves once applied.
+   */
+  async publishAddresses(
+    id: NodeId,
+    httpAddr: string | undefined,
+    respAddr: string | undefined,
+  ): Promise<void> {
+    if (!this.members.get(id)) throw new Error(`member ${id} is not in this cluster`);
+    const cmd: SysCommand = { op: 'publish', id, httpAddr, respAddr };
+    await this.proposeEnvelope('sys', pack(cmd));
+  }
+
+  /** True when the replicated directory already holds this node's own client addresses. */
+  get addressesPublished(): boolean {
+    const known = this.members.get(this.id);
+    return (
+      known !== undefined && known.httpAddr === this.self.httpAddr && known.respAddr === this.self.respAddr
+    );
+  }
+
   /** A new leader writes its own client addresses into the log so followers can redirect to it. */
   private publishSelf(): void {
     const known = this.members.get(this.id);

@@ -4,7 +4,7 @@ import { pino } from 'pino';
 import { leaseNodeOf } from '../lease/floe-node-adapter.js';
 import { LeaseService } from '../lease/lease-service.js';
 import { respBackendOf } from '../server/floe-services.js';
-import { startHttpAdmin } from '../server/http-admin.js';
+import { addressProof, startHttpAdmin } from '../server/http-admin.js';
 import { type RespServer, startRespServer } from '../server/resp/index.js';
 import { FloeStateMachine } from '../state/floe-state-machine.js';
 import { DurableStorage } from '../storage/durable-storage.js';
@@ -93,6 +93,7 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
       node,
       kv: state.kv,
       services,
+      clusterSecret: secret,
       host: httpListen.host,
       port: httpListen.port,
     });
@@ -111,6 +112,7 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
     throw err;
   }
   node.start();
+  const stopPublishing = publishAddressesThroughLeader(node, config, secret, logger);
   // Auth state arrives with the log: say loudly, once it is known, when the node runs open.
   void node.waitForLeader(30_000).then(
     () => {
@@ -145,6 +147,7 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
     close(reason = 'shutdown') {
       closing ??= (async () => {
         leases.close();
+        stopPublishing();
         await node.stop(reason);
         await resp.close();
         await http!.close();
@@ -152,5 +155,53 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
       })();
       return closing;
     },
+  };
+}
+
+/**
+ * Followers ask the leader to record their HTTP/RESP addresses in the log (a leader does it for
+ * itself), so every member can list every other member's client addresses (CLUSTER SLOTS
+ * replicas, /v1/cluster). Checked every few seconds until the directory shows them.
+ */
+function publishAddressesThroughLeader(
+  node: FloeNode<unknown>,
+  config: ServeConfig,
+  secret: string,
+  logger: pino.Logger,
+): () => void {
+  let inFlight = false;
+  const attempt = async () => {
+    if (inFlight || node.stopped || node.isLeader || node.addressesPublished) return;
+    const leader = node.leaderHint()?.httpAddr;
+    if (!leader) return;
+    inFlight = true;
+    try {
+      const body = {
+        httpAddr: config.httpAddr,
+        respAddr: config.respAddr,
+        proof: addressProof(secret, config.nodeId, config.httpAddr, config.respAddr),
+      };
+      const res = await fetch(`http://${leader}/v1/members/${config.nodeId}/addresses`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+        redirect: 'manual',
+        signal: AbortSignal.timeout(3000),
+      });
+      if (!res.ok) logger.debug({ status: res.status }, 'leader did not record our addresses yet');
+      await res.body?.cancel();
+    } catch (err) {
+      logger.debug({ err: String(err) }, 'could not reach the leader to publish our addresses');
+    } finally {
+      inFlight = false;
+    }
+  };
+  const timer = setInterval(() => void attempt(), 2000);
+  timer.unref();
+  const onRole = () => void attempt();
+  node.on('role', onRole);
+  return () => {
+    clearInterval(timer);
+    node.off('role', onRole);
   };
 }

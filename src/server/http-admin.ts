@@ -1,3 +1,4 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import { Counter, collectDefaultMetrics, Gauge, Registry } from 'prom-client';
 import {
@@ -19,6 +20,8 @@ export interface HttpAdminOptions {
   port: number;
   /** Leases, users and auth: when given, the lease/user API and authentication are served too. */
   services?: FloeServices;
+  /** The cluster secret: members prove it (HMAC) when they publish their client addresses. */
+  clusterSecret?: string;
   /** Request bodies larger than this are refused with 413. Default 128 KiB. */
   bodyLimit?: number;
   logger?: boolean;
@@ -93,6 +96,39 @@ export async function startHttpAdmin(opts: HttpAdminOptions): Promise<FastifyIns
   });
 
   app.get('/v1/cluster', async () => clusterView(node));
+
+  // A follower asks the leader to record its client addresses in the log. Only members may: the
+  // request carries an HMAC of its fields under the cluster secret (see addressProof).
+  app.post<{ Params: { id: string }; Body: { httpAddr?: unknown; respAddr?: unknown; proof?: unknown } }>(
+    '/v1/members/:id/addresses',
+    async (req, reply) => {
+      const id = Number(req.params.id);
+      const { httpAddr, respAddr, proof } = req.body ?? {};
+      if (
+        !Number.isSafeInteger(id) ||
+        id <= 0 ||
+        typeof httpAddr !== 'string' ||
+        typeof respAddr !== 'string'
+      )
+        return reply
+          .code(400)
+          .send({ error: 'bad_request', message: 'need member id, httpAddr and respAddr' });
+      const expected = opts.clusterSecret
+        ? addressProof(opts.clusterSecret, id, httpAddr, respAddr)
+        : undefined;
+      if (!expected || typeof proof !== 'string' || !safeEqual(proof, expected))
+        return reply
+          .code(403)
+          .send({ error: 'forbidden', message: 'address publication needs the cluster secret' });
+      if (!node.isLeader) return fail(reply, new NotLeaderError(node.id, node.leaderHint()), req.url);
+      try {
+        await node.publishAddresses(id, httpAddr, respAddr);
+        return { ok: true };
+      } catch (err) {
+        return fail(reply, err, req.url);
+      }
+    },
+  );
 
   app.post<{ Body: { id?: unknown; peerAddr?: unknown; httpAddr?: unknown } }>(
     '/v1/members',
@@ -228,6 +264,17 @@ export async function startHttpAdmin(opts: HttpAdminOptions): Promise<FastifyIns
 
   await app.listen({ host: opts.host, port: opts.port });
   return app;
+}
+
+/** HMAC-SHA256 over a member's id and client addresses, keyed with the cluster secret. */
+export function addressProof(secret: string, id: number, httpAddr: string, respAddr: string): string {
+  return createHmac('sha256', secret).update(`floe-publish\n${id}\n${httpAddr}\n${respAddr}`).digest('hex');
+}
+
+function safeEqual(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
 }
 
 export function clusterView(node: FloeNode<unknown>) {

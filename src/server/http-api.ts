@@ -48,13 +48,10 @@ export function registerFloeApi(
     }
     const creds = basicCredentials(header);
     if (!creds || !(await auth.verify(creds.user, creds.password))) {
-      return reply
-        .code(401)
-        .header('www-authenticate', 'Basic realm="floe"')
-        .send({
-          error: 'unauthorized',
-          message: 'authentication required: Authorization: Basic base64(user:password)',
-        });
+      return reply.code(401).header('www-authenticate', 'Basic realm="floe"').send({
+        error: 'unauthorized',
+        message: 'authentication required: Authorization: Basic base64(user:password)',
+      });
     }
     if (verified.size > 10_000) verified.clear(); // bounded cache
     verified.set(header!, { user: creds.user, revision: auth.revision });
@@ -326,12 +323,10 @@ export function registerFloeApi(
       if (!isAdmin(req, reply)) return reply;
       const { app: appName, permissions } = req.body ?? {};
       if (typeof appName !== 'string')
-        return reply
-          .code(400)
-          .send({
-            error: 'invalid_argument',
-            message: 'body must be {"app": string, "permissions"?: [...]}',
-          });
+        return reply.code(400).send({
+          error: 'invalid_argument',
+          message: 'body must be {"app": string, "permissions"?: [...]}',
+        });
       return propose(
         reply,
         encodeAuthCommand({

@@ -67,6 +67,13 @@ describe('multi-process cluster (real processes on 127.0.0.1)', () => {
     }
     expect(w.stats.ok).toBeGreaterThan(200);
     expect(w.verify()).toBeUndefined();
+    // Followers have asked the leader to publish their client addresses: every member is listed
+    // with its HTTP address (for redirects, CLUSTER SLOTS replicas and sentinel replicas).
+    await until('every member’s HTTP address in the replicated directory', async () => {
+      const v = await http<ClusterView>(cluster!.nodes[0]!.http, 'GET', '/v1/cluster');
+      const addrs = v.body.members?.map((m) => m.httpAddr);
+      return addrs?.length === 3 && addrs.every((a, i) => a === cluster!.nodes[i]!.http) ? true : undefined;
+    });
   }, 120_000);
 
   it('3 nodes: a leader stopped (SIGSTOP) past the election timeout steps down after SIGCONT; no split brain', async () => {
