@@ -5,7 +5,12 @@
 import { checkHistory } from '../src/check/linearizability.js';
 import type { Operation } from '../src/check/model.js';
 import { type CounterInput, type CounterOutput, counterModel } from '../src/check/models/counter.js';
-import { kvModel, type RegisterInput, type RegisterOutput, type RegisterValue } from '../src/check/models/register.js';
+import {
+  kvModel,
+  type RegisterInput,
+  type RegisterOutput,
+  type RegisterValue,
+} from '../src/check/models/register.js';
 import { checkUniqueIds, type IdInput, type IdOutput } from '../src/check/models/unique-id.js';
 
 /** Deterministic PRNG (mulberry32) so every run measures the same histories. */

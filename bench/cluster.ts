@@ -194,16 +194,8 @@ async function main(): Promise<void> {
     const addr = floe.node(leader).http;
     for (const clients of [1, 32]) {
       // warm-up
-      await drive(
-        clients,
-        1,
-        async (c, n) => (await http(addr, 'PUT', `/v1/kv/w${c}-${n % 64}`, { value: VALUE })).status === 200,
-      );
-      results[`floe-${clients}`] = await drive(
-        clients,
-        SECONDS,
-        async (c, n) => (await http(addr, 'PUT', `/v1/kv/k${c}-${n % 64}`, { value: VALUE })).status === 200,
-      );
+      await drive(clients, 1, (c, n) => floePut(addr, `w${c}-${n % 64}`));
+      results[`floe-${clients}`] = await drive(clients, SECONDS, (c, n) => floePut(addr, `k${c}-${n % 64}`));
       console.log(`floe ${String(clients).padStart(2)} clients: ${fmt(results[`floe-${clients}`]!)}`);
     }
 

@@ -59,6 +59,7 @@ describe('multi-process cluster (real processes on 127.0.0.1)', () => {
     const values = await Promise.all(
       cluster.nodes.map((n) => http<{ value: string }>(n.http, 'GET', '/v1/counters/c')),
     );
+    // biome-ignore lint/complexity/useMathMinMax: bigints (Math.max throws on them)
     const maxAcked = w.stats.ackedIncrs.reduce((a, b) => (b > a ? b : a), 0n);
     for (const v of values) {
       expect(v.status).toBe(200);
