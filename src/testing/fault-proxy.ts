@@ -236,7 +236,10 @@ export class FaultProxy extends EventEmitter {
       for (const s of this.openSockets) s.destroy();
       await Promise.all([
         serverClosed,
-        ...[...this.openSockets].map((s) => new Promise<void>((resolve) => s.once('close', () => resolve()))),
+        // A socket whose 'close' already fired cannot fire it again: do not wait for it.
+        ...[...this.openSockets]
+          .filter((s) => !s.closed)
+          .map((s) => new Promise<void>((resolve) => s.once('close', () => resolve()))),
       ]);
     })();
     return this.closing;
