@@ -675,7 +675,11 @@ describe('PeerTransport: reconnect, queues and shutdown', () => {
     now += 60;
     const pongs = a.t.stats().peers[2]!.pongs;
     a.t.send([heartbeat(1, 2, 41)]);
-    await waitFor(all, () => b.inbox.length === 41 && a.t.stats().peers[2]!.pongs > pongs, 'traffic to peer 2');
+    await waitFor(
+      all,
+      () => b.inbox.length === 41 && a.t.stats().peers[2]!.pongs > pongs,
+      'traffic to peer 2',
+    );
     now += 60;
     await waitFor(a.emitters, () => !a.t.stats().peers[3]!.connected, 'the idle close');
     expect(a.t.stats().peers[3]!.lastError).toMatch(/no answer from the peer for 100 ms/);
