@@ -144,8 +144,15 @@ async function leaderId(): Promise<number | undefined> {
 
 let exitCode = 0;
 try {
-  await waitForLeader(cluster, 30_000);
-  const pool = await http(endpoints[0] as string, 'PUT', `/v1/apps/${app}/pool`, { bits: poolBits }, 10_000);
+  // Right after an election a follower may not know the leader's HTTP address yet (it arrives
+  // through the log): send the pool setup to the leader itself, retrying briefly.
+  let pool: Awaited<ReturnType<typeof http>> = { status: 0, body: undefined };
+  const setupDeadline = performance.now() + 30_000;
+  while (pool.status !== 200 && performance.now() < setupDeadline) {
+    const leader = await waitForLeader(cluster, 30_000);
+    pool = await http(cluster.node(leader).http, 'PUT', `/v1/apps/${app}/pool`, { bits: poolBits }, 10_000);
+    if (pool.status !== 200) await sleep(100);
+  }
   if (pool.status !== 200) throw new Error(`pool setup failed: ${pool.status} ${JSON.stringify(pool.body)}`);
   for (let k = 0; k < clientCount; k++) clients.push(startClient(k, 0));
 

@@ -24,6 +24,10 @@ describe('chaos: SDK clients under faults (real processes)', () => {
         '2',
         '--seed',
         '7',
+        // About 10M IDs in 25 s here (the issue's order of magnitude); the count is printed, and only
+        // a floor is asserted, since throughput depends on the machine.
+        '--rate',
+        '150000',
       ],
       { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] },
     );
@@ -43,6 +47,7 @@ describe('chaos: SDK clients under faults (real processes)', () => {
     } catch {
       throw new Error(`no JSON summary (exit ${code}):\n${out}\n${err.slice(-2000)}`);
     }
+    console.log(`chaos (CI size): ${line}`);
     expect(r.duplicates).toBe(0);
     expect(r.overlappingHolders).toBe(0);
     expect(r.tokenRegressions).toBe(0);
@@ -50,7 +55,7 @@ describe('chaos: SDK clients under faults (real processes)', () => {
     expect(r.timestampReuse).toBe(0);
     expect(code).toBe(0);
     // The run did something: IDs, faults, leases that changed hands.
-    expect(r.ids).toBeGreaterThan(100_000);
+    expect(r.ids).toBeGreaterThan(1_000_000);
     expect(r.faultsInjected).toBeGreaterThanOrEqual(5);
     expect(r.reusedWorkerIds).toBeGreaterThan(0);
   }, 150_000);
