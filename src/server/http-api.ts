@@ -25,6 +25,13 @@ declare module 'fastify' {
 
 /** Paths anyone may read, with or without auth: probes and the cluster view. */
 const OPEN_PATHS = new Set(['/healthz', '/readyz', '/metrics', '/v1/cluster']);
+/** Members publishing their addresses prove the cluster secret instead (HMAC in the body). */
+const MEMBER_ADDRESSES = /^\/v1\/members\/\d+\/addresses$/;
+
+function isOpen(url: string): boolean {
+  const path = url.split('?')[0] ?? '';
+  return OPEN_PATHS.has(path) || MEMBER_ADDRESSES.test(path);
+}
 
 /**
  * HTTP authentication (`Authorization: Basic ...`, the standard scheme; use TLS in front) and
@@ -39,7 +46,7 @@ export function registerFloeApi(
   const verified = new Map<string, { user: string; revision: number }>();
 
   app.addHook('onRequest', async (req, reply) => {
-    if (!auth.authEnabled || OPEN_PATHS.has(req.url.split('?')[0] ?? '')) return;
+    if (!auth.authEnabled || isOpen(req.url)) return;
     const header = req.headers.authorization;
     const cached = header ? verified.get(header) : undefined;
     if (cached && cached.revision === auth.revision) {
@@ -86,12 +93,7 @@ export function registerFloeApi(
   // The admin surface (key-value, counters, membership) needs admin on '*' once auth is on.
   app.addHook('preHandler', async (req, reply) => {
     const path = req.url.split('?')[0] ?? '';
-    if (
-      !auth.authEnabled ||
-      OPEN_PATHS.has(path) ||
-      path.startsWith('/v1/apps/') ||
-      path.startsWith('/v1/users')
-    )
+    if (!auth.authEnabled || isOpen(path) || path.startsWith('/v1/apps/') || path.startsWith('/v1/users'))
       return;
     if (!auth.permits(req.floeUser, '*', 'admin')) {
       return reply

@@ -1,0 +1,135 @@
+import type { FastifyInstance } from 'fastify';
+import { afterEach, describe, expect, it } from 'vitest';
+import { leaseNodeOf } from '../lease/floe-node-adapter.js';
+import { LeaseService } from '../lease/lease-service.js';
+import { MemoryNetwork, MemoryNodeStorage } from '../node/memory-seams.js';
+import { FloeNode } from '../node/node.js';
+import { FloeStateMachine } from '../state/floe-state-machine.js';
+import { addressProof, startHttpAdmin } from './http-admin.js';
+
+const SECRET = 'http-api-test-secret-0123456789';
+let stop: (() => Promise<void>) | undefined;
+
+afterEach(async () => {
+  await stop?.();
+  stop = undefined;
+});
+
+/** One in-process node (memory storage and network) with the real HTTP API on a free port. */
+async function singleNode(): Promise<{ base: string; app: FastifyInstance }> {
+  const members = [{ id: 1, peerAddr: 'mem:1' }];
+  const net = new MemoryNetwork();
+  const transport = net.endpoint(1);
+  const state = new FloeStateMachine();
+  const node = new FloeNode<unknown>({
+    id: 1,
+    storage: new MemoryNodeStorage({ voters: [1], learners: [] }),
+    transport,
+    stateMachine: state,
+    initialMembers: members,
+    tickMs: 10,
+    random: () => 0,
+  });
+  transport.bind(node);
+  const leases = new LeaseService({ node: leaseNodeOf(node), state: state.leases });
+  const app = await startHttpAdmin({
+    node,
+    kv: state.kv,
+    services: { node, leases, auth: state.auth },
+    clusterSecret: SECRET,
+    host: '127.0.0.1',
+    port: 0,
+  });
+  node.start();
+  await node.waitForLeader();
+  await leases.whenReady();
+  stop = async () => {
+    leases.close();
+    await node.stop('test over');
+    await app.close();
+  };
+  const addr = app.server.address();
+  if (!addr || typeof addr === 'string') throw new Error('no address');
+  return { base: `http://127.0.0.1:${addr.port}`, app };
+}
+
+async function call(base: string, method: string, path: string, body?: unknown, auth?: string) {
+  const headers: Record<string, string> = {};
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  if (auth) headers.authorization = `Basic ${Buffer.from(auth).toString('base64')}`;
+  const res = await fetch(base + path, {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+}
+
+describe('HTTP lease and user API', () => {
+  it('serves leases openly until the first user exists, then enforces Basic auth and permissions', async () => {
+    const { base } = await singleNode();
+    const open = await call(base, 'POST', '/v1/apps/orders/workers/acquire', { nodeId: 'a', ttlMs: 5000 });
+    expect(open.status).toBe(200);
+    expect(open.body).toMatchObject({ ok: true, workerId: 0, highWaterMs: 0 });
+
+    expect(
+      (
+        await call(base, 'POST', '/v1/users', {
+          user: 'root',
+          password: 'rootpass1',
+          grants: { '*': ['admin'] },
+        })
+      ).status,
+    ).toBe(200);
+    const svc = { user: 'svc', password: 'svcpass12', grants: { orders: ['acquire', 'read'] } };
+    expect((await call(base, 'POST', '/v1/users', svc, 'root:rootpass1')).status).toBe(200);
+
+    expect((await call(base, 'POST', '/v1/apps/orders/workers/acquire', { nodeId: 'b' })).status).toBe(401);
+    expect(
+      (await call(base, 'POST', '/v1/apps/orders/workers/acquire', { nodeId: 'b' }, 'svc:wrong-pass')).status,
+    ).toBe(401);
+    const ok = await call(base, 'POST', '/v1/apps/orders/workers/acquire', { nodeId: 'b' }, 'svc:svcpass12');
+    expect(ok.status).toBe(200);
+    const other = await call(
+      base,
+      'POST',
+      '/v1/apps/payments/workers/acquire',
+      { nodeId: 'b' },
+      'svc:svcpass12',
+    );
+    expect(other.status).toBe(403);
+    expect(String(other.body.message)).toContain('payments');
+    expect((await call(base, 'PUT', '/v1/kv/x', { value: '1' }, 'svc:svcpass12')).status).toBe(403);
+    expect((await call(base, 'PUT', '/v1/kv/x', { value: '1' }, 'root:rootpass1')).status).toBe(200);
+    // Probes and the cluster view stay open.
+    expect((await call(base, 'GET', '/v1/cluster')).status).toBe(200);
+  });
+
+  it('lets a member publish its addresses with the cluster secret (even with auth on), and refuses a bad proof', async () => {
+    const { base } = await singleNode();
+    await call(base, 'POST', '/v1/users', {
+      user: 'root',
+      password: 'rootpass1',
+      grants: { '*': ['admin'] },
+    });
+    const body = { httpAddr: 'h:1', respAddr: 'r:2' };
+    const bad = await call(base, 'POST', '/v1/members/1/addresses', { ...body, proof: 'nope' });
+    expect(bad.status).toBe(403);
+    const proof = addressProof(SECRET, 1, body.httpAddr, body.respAddr);
+    const good = await call(base, 'POST', '/v1/members/1/addresses', { ...body, proof });
+    expect(good.status).toBe(200);
+    const view = await call(base, 'GET', '/v1/cluster');
+    expect(view.body.members).toEqual([expect.objectContaining({ id: 1, httpAddr: 'h:1', respAddr: 'r:2' })]);
+  });
+
+  it('maps lease refusals to HTTP statuses with the refusal code', async () => {
+    const { base } = await singleNode();
+    const a = await call(base, 'POST', '/v1/apps/tiny/workers/acquire', { nodeId: 'a' });
+    const stale = await call(base, 'POST', `/v1/apps/tiny/workers/${a.body.workerId}/renew`, {
+      token: Number(a.body.token) + 1,
+    });
+    expect(stale).toMatchObject({ status: 409, body: { error: 'stale_token' } });
+    const badTtl = await call(base, 'POST', '/v1/apps/tiny/workers/acquire', { nodeId: 'b', ttlMs: 5 });
+    expect(badTtl).toMatchObject({ status: 400, body: { error: 'invalid_argument' } });
+  });
+});
