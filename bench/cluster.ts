@@ -5,14 +5,11 @@
 // (Floe: HTTP PUT /v1/kv/:key; etcd: put through the etcd3 client). Prints writes/s and p50/p99
 // latency for 1 and 32 clients, the Floe/etcd ratios, then Floe's failover time: kill -9 of the
 // leader → first write accepted by the new leader, median of N kills.
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
 import { Agent, request } from 'node:http';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Etcd3 } from 'etcd3';
-import { Cluster, type ClusterView, freePorts, http, until, waitForLeader } from '../test/cluster/harness.js';
+import { Cluster, type ClusterView, http, until, waitForLeader } from '../test/cluster/harness.js';
+import { startEtcd, stopEtcd } from './etcd-cluster.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -103,85 +100,6 @@ function floePut(addr: string, key: string): Promise<boolean> {
 
 // ---- etcd -------------------------------------------------------------------------------------
 
-interface EtcdCluster {
-  procs: ChildProcess[];
-  clientUrls: string[];
-  dir: string;
-}
-
-async function startEtcd(): Promise<EtcdCluster> {
-  if (spawnSync('etcd', ['--version']).status !== 0) {
-    throw new Error('etcd not found: apt-get install -y etcd-server etcd-client (see .ci/run)');
-  }
-  const dir = mkdtempSync(join(tmpdir(), 'floe-bench-etcd-'));
-  const ports = await freePorts(6);
-  const names = ['e1', 'e2', 'e3'];
-  const peer = (i: number) => `http://127.0.0.1:${ports[i * 2 + 1]}`;
-  const client = (i: number) => `http://127.0.0.1:${ports[i * 2]}`;
-  const initial = names.map((n, i) => `${n}=${peer(i)}`).join(',');
-  const procs = names.map((name, i) =>
-    spawn(
-      'etcd',
-      [
-        '--name',
-        name,
-        '--data-dir',
-        join(dir, name),
-        '--listen-client-urls',
-        client(i),
-        '--advertise-client-urls',
-        client(i),
-        '--listen-peer-urls',
-        peer(i),
-        '--initial-advertise-peer-urls',
-        peer(i),
-        '--initial-cluster',
-        initial,
-        '--initial-cluster-state',
-        'new',
-        '--initial-cluster-token',
-        'floe-bench',
-        '--logger',
-        'zap',
-        '--log-outputs',
-        join(dir, `${name}.log`),
-      ],
-      { stdio: 'ignore' },
-    ),
-  );
-  const clientUrls = names.map((_, i) => client(i));
-  const probe = new Etcd3({
-    hosts: clientUrls,
-    defaultCallOptions: () => ({ deadline: new Date(Date.now() + 2000) }),
-  });
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    try {
-      await probe.put('probe').value('1');
-      break;
-    } catch (err) {
-      if (Date.now() > deadline) throw new Error(`etcd did not become ready: ${err}`);
-      await new Promise((r) => setTimeout(r, 200));
-    }
-  }
-  probe.close();
-  return { procs, clientUrls, dir };
-}
-
-async function stopEtcd(e: EtcdCluster): Promise<void> {
-  await Promise.all(
-    e.procs.map(
-      (p) =>
-        new Promise<void>((resolve) => {
-          if (p.exitCode !== null || !p.pid) return resolve();
-          p.once('exit', () => resolve());
-          process.kill(p.pid, 'SIGTERM');
-        }),
-    ),
-  );
-  rmSync(e.dir, { recursive: true, force: true });
-}
-
 // ---- main -------------------------------------------------------------------------------------
 
 async function main(): Promise<void> {
@@ -206,7 +124,7 @@ async function main(): Promise<void> {
           { length: 32 },
           () =>
             new Etcd3({
-              hosts: etcd.clientUrls,
+              hosts: etcd.urls,
               defaultCallOptions: () => ({ deadline: new Date(Date.now() + 5000) }),
             }),
         );

@@ -12,14 +12,11 @@
 //    over a few connections) one cluster sustains with no lease lost. Ramps through --stages; each
 //    stage holds for --hold seconds (> one TTL), then checks with WORKER.LIST that every lease is
 //    still there with its token.
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Etcd3 } from 'etcd3';
 import { Redis } from 'ioredis';
-import { Cluster, freePorts, waitForLeader } from '../test/cluster/harness.js';
+import { Cluster, waitForLeader } from '../test/cluster/harness.js';
+import { startEtcd, stopEtcd } from './etcd-cluster.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -142,77 +139,6 @@ function floeDriver(conns: Redis[], app: string): LeaseDriver {
 }
 
 // ---- etcd ---------------------------------------------------------------------------------------
-
-interface Etcd {
-  procs: ChildProcess[];
-  urls: string[];
-  dir: string;
-}
-
-async function startEtcd(): Promise<Etcd> {
-  if (spawnSync('etcd', ['--version']).status !== 0)
-    throw new Error('etcd not found (apt-get install etcd-server)');
-  const dir = mkdtempSync(join(tmpdir(), 'floe-bench-leases-etcd-'));
-  const ports = await freePorts(6);
-  const url = (p: number) => `http://127.0.0.1:${p}`;
-  const members = [0, 1, 2].map((i) => ({
-    name: `m${i}`,
-    client: url(ports[2 * i]!),
-    peer: url(ports[2 * i + 1]!),
-  }));
-  const initial = members.map((m) => `${m.name}=${m.peer}`).join(',');
-  const procs = members.map((m) =>
-    spawn(
-      'etcd',
-      [
-        ...['--name', m.name, '--data-dir', join(dir, m.name)],
-        ...['--listen-client-urls', m.client, '--advertise-client-urls', m.client],
-        ...['--listen-peer-urls', m.peer, '--initial-advertise-peer-urls', m.peer],
-        ...[
-          '--initial-cluster',
-          initial,
-          '--initial-cluster-state',
-          'new',
-          '--initial-cluster-token',
-          'leases',
-        ],
-        ...['--logger', 'zap', '--log-outputs', join(dir, `${m.name}.log`)],
-      ],
-      { stdio: 'ignore' },
-    ),
-  );
-  const urls = members.map((m) => m.client);
-  const probe = new Etcd3({
-    hosts: urls,
-    defaultCallOptions: () => ({ deadline: new Date(Date.now() + 2000) }),
-  });
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    try {
-      await probe.put('probe').value('1');
-      break;
-    } catch (err) {
-      if (Date.now() > deadline) throw new Error(`etcd did not become ready: ${err}`);
-      await new Promise((r) => setTimeout(r, 200));
-    }
-  }
-  probe.close();
-  return { procs, urls, dir };
-}
-
-async function stopEtcd(e: Etcd): Promise<void> {
-  await Promise.all(
-    e.procs.map(
-      (p) =>
-        new Promise<void>((resolve) => {
-          if (p.exitCode !== null || p.signalCode !== null || !p.pid) return resolve();
-          p.once('exit', () => resolve());
-          process.kill(p.pid, 'SIGTERM');
-        }),
-    ),
-  );
-  rmSync(e.dir, { recursive: true, force: true });
-}
 
 function etcdDriver(clients: Etcd3[], app: string): LeaseDriver {
   // Each client owns its own worker-ID range so put-if-absent never conflicts (Floe picks the ID
