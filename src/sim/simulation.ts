@@ -812,7 +812,12 @@ class Simulation {
   }
 
   private crash(node: SimNode, why: string): void {
+    // A snapshot stream to a process that dies breaks, and the sender's transport says so (seed
+    // 2000662 --faults storm: a snapshot queued for a paused node vanished with its crash, and the
+    // leader waited for that follower forever).
+    const lostSnaps = node.inbox.filter((q) => q.msg.type === 'snap');
     node.crash();
+    for (const q of lostSnaps) this.reportSnapshot(q.msg, q.senderLife, false);
     this.stats.crashes++;
     this.log(`n${node.id} CRASH (${why})`);
     if (this.phase === 'chaos' && !node.removed) {
