@@ -77,8 +77,14 @@ export class ClusterNode {
     return this.proc !== undefined && this.proc.exitCode === null && this.proc.signalCode === null;
   }
 
+  /** True between SIGSTOP and SIGCONT sent through signal(). */
+  paused = false;
+
   signal(sig: NodeJS.Signals): void {
-    if (this.proc?.pid) process.kill(this.proc.pid, sig);
+    if (!this.proc?.pid) return;
+    process.kill(this.proc.pid, sig);
+    if (sig === 'SIGSTOP') this.paused = true;
+    if (sig === 'SIGCONT') this.paused = false;
   }
 
   async kill9(): Promise<void> {

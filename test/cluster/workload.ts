@@ -63,7 +63,9 @@ export class Workload {
   }
 
   private endpoint(): string {
-    const up = this.cluster.nodes.filter((n) => n.running);
+    // A client that knows a node is paused goes elsewhere (as a load balancer's health check
+    // would); every request to it would only wait for its timeout.
+    const up = this.cluster.nodes.filter((n) => n.running && !n.paused);
     const pick = up[this.random(up.length)] ?? this.cluster.nodes[0]!;
     return pick.http;
   }
