@@ -90,6 +90,22 @@ export function registerFloeApi(
         ? Number(v)
         : undefined;
 
+  // Absent stays absent; anything that is not an integer becomes -1, which the lease state refuses
+  // with an error naming the field and its range.
+  const optInt = (v: unknown): number | undefined => (v === undefined ? undefined : (int(v) ?? -1));
+
+  /** Parses workerId and token of a renew/release, or replies 400. */
+  const workerAndToken = (
+    req: FastifyRequest<{ Params: WorkerParams; Body: { token?: unknown } }>,
+    reply: FastifyReply,
+  ): { workerId: number; token: number } | undefined => {
+    const workerId = int(req.params.workerId);
+    const token = int(req.body?.token);
+    if (workerId !== undefined && token !== undefined) return { workerId, token };
+    void reply.code(400).send({ error: 'invalid_argument', message: 'workerId and token must be integers' });
+    return undefined;
+  };
+
   // The admin surface (key-value, counters, membership) needs admin on '*' once auth is on.
   app.addHook('preHandler', async (req, reply) => {
     const path = req.url.split('?')[0] ?? '';
@@ -119,9 +135,9 @@ export function registerFloeApi(
         await leases.acquire({
           app: req.params.app,
           nodeId: b.nodeId,
-          ttlMs: b.ttlMs === undefined ? undefined : (int(b.ttlMs) ?? -1),
+          ttlMs: optInt(b.ttlMs),
           requestId: typeof b.requestId === 'string' ? b.requestId : undefined,
-          boundMs: b.boundMs === undefined ? undefined : (int(b.boundMs) ?? -1),
+          boundMs: optInt(b.boundMs),
         }),
       );
     } catch (err) {
@@ -133,15 +149,12 @@ export function registerFloeApi(
     '/v1/apps/:app/workers/:workerId/renew',
     async (req, reply) => {
       if (!allowed(req, reply, req.params.app, 'renew')) return reply;
-      const workerId = int(req.params.workerId);
-      const token = int(req.body?.token);
-      if (workerId === undefined || token === undefined)
-        return reply
-          .code(400)
-          .send({ error: 'invalid_argument', message: 'workerId and token must be integers' });
+      const ids = workerAndToken(req, reply);
+      if (!ids) return reply;
       try {
-        const boundMs = req.body?.boundMs === undefined ? undefined : (int(req.body.boundMs) ?? -1);
-        return unwrap(await leases.renew({ app: req.params.app, workerId, token, boundMs }));
+        return unwrap(
+          await leases.renew({ app: req.params.app, ...ids, boundMs: optInt(req.body?.boundMs) }),
+        );
       } catch (err) {
         return leaseFail(reply, err, req.url);
       }
@@ -152,16 +165,11 @@ export function registerFloeApi(
     '/v1/apps/:app/workers/:workerId/release',
     async (req, reply) => {
       if (!allowed(req, reply, req.params.app, 'release')) return reply;
-      const workerId = int(req.params.workerId);
-      const token = int(req.body?.token);
-      if (workerId === undefined || token === undefined)
-        return reply
-          .code(400)
-          .send({ error: 'invalid_argument', message: 'workerId and token must be integers' });
+      const ids = workerAndToken(req, reply);
+      if (!ids) return reply;
       try {
-        const last =
-          req.body?.lastTimestampMs === undefined ? undefined : (int(req.body.lastTimestampMs) ?? -1);
-        return unwrap(await leases.release({ app: req.params.app, workerId, token, lastTimestampMs: last }));
+        const lastTimestampMs = optInt(req.body?.lastTimestampMs);
+        return unwrap(await leases.release({ app: req.params.app, ...ids, lastTimestampMs }));
       } catch (err) {
         return leaseFail(reply, err, req.url);
       }
