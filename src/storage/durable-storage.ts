@@ -20,7 +20,7 @@ import { ensureDir, errCode } from './fs-util.js';
 import { LockFile } from './lock-file.js';
 import type { SnapshotMarker } from './payload.js';
 import { SnapshotStore } from './snapshot-store.js';
-import { DEFAULT_SEGMENT_BYTES, Wal, type WalRecord, type WalStats } from './wal.js';
+import { DEFAULT_SEGMENT_BYTES, Wal, type WalRecord, type WalRecovery, type WalStats } from './wal.js';
 import { sameConf, termIn, type WalState } from './wal-replay.js';
 
 export interface DurableStorageOptions {
@@ -66,6 +66,12 @@ export class DurableStorage {
   readonly storage: Storage;
   /** Warnings raised while opening (also passed to onWarning). */
   readonly warnings: readonly string[];
+  /**
+   * What recovery did to the WAL's tail. After a cut (`tailCut: true`) the recovered hard state is
+   * already fenced (`hardStateAfter`: the next term, vote UNKNOWN_VOTE), so the Raft core refuses
+   * every vote in that term and below with no help from the caller; log or export this report.
+   */
+  readonly recovery: WalRecovery;
 
   private closed = false;
   /** Last index once every queued save is written (validates new saves before they are queued). */
@@ -93,9 +99,11 @@ export class DurableStorage {
     warnings: string[],
     recentMarkers: SnapshotMarker[],
     walFloor: number,
+    recovery: WalRecovery,
   ) {
     this.storage = mem;
     this.warnings = warnings;
+    this.recovery = recovery;
     this.pendingLast = mem.lastIndex();
     this.pendingSnapIndex = mem.snapshot().metadata.index;
     this.rewriteFloor = Math.max(walFloor, this.pendingSnapIndex);
@@ -129,7 +137,7 @@ export class DurableStorage {
     if (lock.tookOverFrom !== undefined)
       warn(`took over a stale lock left by dead process ${lock.tookOverFrom}`);
     try {
-      const { wal, state } = await Wal.open(path.join(dir, 'wal'), {
+      const { wal, state, recovery } = await Wal.open(path.join(dir, 'wal'), {
         segmentBytes: options.segmentBytes ?? DEFAULT_SEGMENT_BYTES,
         bootstrapConf: options.bootstrapConf,
         onWarning: warn,
@@ -171,6 +179,7 @@ export class DurableStorage {
           warnings,
           recent,
           state.floor,
+          recovery,
         );
       } catch (err) {
         await wal.close();

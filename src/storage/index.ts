@@ -17,5 +17,13 @@ export {
   StorageUsageError,
   WalCorruptionError,
 } from './errors.js';
+export { UNKNOWN_VOTE } from './payload.js';
 export { SnapshotStore } from './snapshot-store.js';
-export { DEFAULT_SEGMENT_BYTES, Wal, type WalOptions, type WalRecord, type WalStats } from './wal.js';
+export {
+  DEFAULT_SEGMENT_BYTES,
+  Wal,
+  type WalOptions,
+  type WalRecord,
+  type WalRecovery,
+  type WalStats,
+} from './wal.js';

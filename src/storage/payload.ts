@@ -1,6 +1,8 @@
 // Payload codecs for WAL records (msgpack). Tuples rather than maps keep a 64-byte entry's record
 // small; decoding validates every field, because a checksum only proves the bytes are the ones
 // written, not that a future or buggy writer wrote something this reader understands.
+// Every payload is a msgpack array, so its first byte is never 0: WAL recovery relies on that to
+// tell a damaged header followed by unwritten zeros (torn) from a complete frame (record.ts).
 import { Packr } from 'msgpackr';
 import type { ConfChange, ConfState, Entry, HardState } from '../raft/types.js';
 
@@ -16,6 +18,13 @@ export interface SnapshotMarker {
 }
 
 export const NO_SNAPSHOT: SnapshotMarker = { index: 0, term: 0, reset: false };
+
+/**
+ * The vote of a hard state recovered after a torn tail was cut: "voted in this term, for a
+ * candidate we no longer know". Not NONE (0, free to vote) and never a member ID (IDs are positive),
+ * so the Raft core grants no vote in that term: it grants only when vote is NONE or the requester.
+ */
+export const UNKNOWN_VOTE = -1;
 
 /** First record of a segment: carries the state older segments held, so they can be deleted. */
 export interface SegmentHeader {
@@ -131,7 +140,8 @@ function hardStateTuple(hs: HardState): number[] {
 function hardStateFrom(v: unknown): HardState {
   if (!Array.isArray(v) || v.length !== 3)
     throw new PayloadError('hard state is not a [term, vote, commit] tuple');
-  return { term: uint(v[0], 'term'), vote: uint(v[1], 'vote'), commit: uint(v[2], 'commit') };
+  const vote = v[1] === UNKNOWN_VOTE ? UNKNOWN_VOTE : uint(v[1], 'vote');
+  return { term: uint(v[0], 'term'), vote, commit: uint(v[2], 'commit') };
 }
 
 function markerTuple(m: SnapshotMarker): number[] {

@@ -12,13 +12,25 @@ import {
   encodeMarker,
   PayloadError,
 } from './payload.js';
-import { encodeFrame, FRAME_HEADER_BYTES, hasValidFrameAfter, RecordType, readFrame } from './record.js';
+import {
+  checkPreamble,
+  encodeFrame,
+  FRAME_HEADER_BYTES,
+  frameOf,
+  RecordType,
+  readFrame,
+  SEGMENT_PREAMBLE_BYTES,
+  segmentPreamble,
+  WAL_FORMAT_VERSION,
+} from './record.js';
 
 describe('record framing', () => {
   it('round-trips a frame and reports the next offset', () => {
     const a = encodeFrame(RecordType.hardState, Buffer.from([1, 2, 3]));
-    const b = encodeFrame(RecordType.entries, Buffer.alloc(0));
+    const b = encodeFrame(RecordType.entries, Buffer.from([0x90]));
     const buf = Buffer.concat([a, b]);
+    expect(a.length).toBe(FRAME_HEADER_BYTES + 3);
+    expect(FRAME_HEADER_BYTES).toBe(13);
     const r1 = readFrame(buf, 0);
     expect(r1).toMatchObject({ kind: 'ok', type: RecordType.hardState, next: a.length });
     if (r1.kind === 'ok') expect([...r1.payload]).toEqual([1, 2, 3]);
@@ -27,43 +39,78 @@ describe('record framing', () => {
     expect(readFrame(buf, buf.length)).toEqual({ kind: 'end' });
   });
 
-  it('detects a flipped bit anywhere in the frame (checksum covers length, type and payload)', () => {
+  it('reports a flipped bit anywhere in a complete frame as bad, never as incomplete', () => {
     const frame = encodeFrame(RecordType.snapshot, Buffer.from('payload bytes'));
     for (let i = 0; i < frame.length; i++) {
       for (let bit = 0; bit < 8; bit++) {
         const copy = Buffer.from(frame);
         copy[i] = copy[i]! ^ (1 << bit);
-        expect(readFrame(copy, 0).kind, `byte ${i} bit ${bit}`).toBe('bad');
+        const r = readFrame(copy, 0);
+        expect(r.kind, `byte ${i} bit ${bit}`).toBe('bad');
+        if (r.kind === 'bad')
+          expect(r.reason).toMatch(i < FRAME_HEADER_BYTES ? /^frame header checksum/ : /^payload checksum/);
       }
     }
   });
 
-  it('reports a frame cut short as possibly torn', () => {
-    const frame = encodeFrame(RecordType.entries, Buffer.alloc(20, 7));
+  it('reports a frame cut short anywhere as incomplete, whatever its payload holds', () => {
+    // The payload holds a whole valid frame: it must not matter.
+    const inner = encodeFrame(RecordType.hardState, Buffer.from([0x93, 1, 2, 3]));
+    const frame = encodeFrame(RecordType.entries, Buffer.concat([Buffer.from([0x91]), inner, inner]));
     for (let cut = 1; cut < frame.length; cut++) {
-      const r = readFrame(frame.subarray(0, cut), 0);
-      expect(r).toMatchObject({ kind: 'bad', maybeTorn: true });
+      expect(readFrame(frame.subarray(0, cut), 0).kind, `cut at ${cut}`).toBe('incomplete');
     }
   });
 
-  it('rejects an unknown type with a valid checksum as not torn', () => {
-    const frame = encodeFrame(RecordType.entries, Buffer.from([9]));
-    frame[8] = 200;
-    frame.writeUInt32LE(crc32c(frame.subarray(4)), 0);
-    expect(readFrame(frame, 0)).toMatchObject({
-      kind: 'bad',
-      maybeTorn: false,
-      reason: 'unknown record type 200',
-    });
+  it('treats zeros after a damaged header as unwritten (incomplete), and anything else as bad', () => {
+    const frame = encodeFrame(RecordType.hardState, Buffer.from([0x93, 1, 2, 3]));
+    // A header written in part, then bytes the file system extended the file with but never filled.
+    for (let written = 0; written < FRAME_HEADER_BYTES; written++) {
+      const buf = Buffer.concat([frame.subarray(0, written), Buffer.alloc(4096 - written)]);
+      // When the unwritten header bytes were zeros anyway, the header is whole: see the last case.
+      const whole = buf.subarray(0, FRAME_HEADER_BYTES).equals(frame.subarray(0, FRAME_HEADER_BYTES));
+      expect(readFrame(buf, 0).kind, `${written} header bytes then zeros`).toBe(whole ? 'bad' : 'incomplete');
+    }
+    expect(readFrame(Buffer.alloc(FRAME_HEADER_BYTES), 0).kind).toBe('incomplete');
+    // A damaged header with any non-zero byte after it is not an unwritten tail.
+    const damaged = Buffer.concat([Buffer.alloc(FRAME_HEADER_BYTES), Buffer.from([0, 0, 1, 0])]);
+    expect(readFrame(damaged, 0).kind).toBe('bad');
+    // A valid header whose payload is complete but zero-filled is bad: the frame is complete.
+    const zeroPayload = Buffer.from(frame);
+    zeroPayload.fill(0, FRAME_HEADER_BYTES);
+    expect(readFrame(zeroPayload, 0)).toMatchObject({ kind: 'bad', reason: /^payload checksum/ });
   });
 
-  it('finds a valid frame hidden after garbage, and none in zeros', () => {
-    const frame = encodeFrame(RecordType.hardState, Buffer.from([1]));
-    const buf = Buffer.concat([Buffer.alloc(37, 0), frame, Buffer.alloc(5, 0)]);
-    expect(hasValidFrameAfter(buf, 0)).toBe(true);
-    expect(hasValidFrameAfter(buf, 38)).toBe(false);
-    expect(hasValidFrameAfter(Buffer.alloc(4096, 0), 0)).toBe(false);
-    expect(FRAME_HEADER_BYTES).toBe(9);
+  it('refuses a header with a valid checksum but an unknown type or an oversized length as bad', () => {
+    expect(readFrame(frameOf(200, Buffer.from([9])), 0)).toEqual({
+      kind: 'bad',
+      reason: 'unknown record type 200',
+    });
+    expect(readFrame(frameOf(0, Buffer.from([9])), 0)).toMatchObject({ kind: 'bad' });
+    const huge = frameOf(RecordType.entries, Buffer.from([9]));
+    huge.writeUInt32LE(300 * 1024 * 1024, 4);
+    huge.writeUInt32LE(crc32c(huge.subarray(4, FRAME_HEADER_BYTES)), 0);
+    expect(readFrame(huge, 0)).toMatchObject({ kind: 'bad', reason: /exceeds the .*-byte limit/ });
+  });
+
+  it('checks the segment preamble and names an old or foreign format', () => {
+    const p = segmentPreamble();
+    expect(p.length).toBe(SEGMENT_PREAMBLE_BYTES);
+    expect(p.toString('latin1')).toBe(`FLOEWAL${String.fromCharCode(WAL_FORMAT_VERSION)}`);
+    expect(checkPreamble(Buffer.concat([p, Buffer.from([1, 2])]))).toBeUndefined();
+    const v3 = Buffer.from(p);
+    v3[7] = 3;
+    expect(checkPreamble(v3)).toBe('WAL format version 3; this build reads only version 2');
+    // A format-1 segment: [crc32c over the rest | length | type 1 | payload].
+    const payload = Buffer.from([0x98, 1, 1, 1, 0, 0x93, 0, 0, 0]);
+    const old = Buffer.alloc(9 + payload.length);
+    old.writeUInt32LE(payload.length, 4);
+    old[8] = 1;
+    payload.copy(old, 9);
+    old.writeUInt32LE(crc32c(old.subarray(4)), 0);
+    expect(checkPreamble(old)).toMatch(/^segment is in WAL format 1 .* no upgrade path/);
+    expect(checkPreamble(Buffer.from('hello, world'))).toMatch(/^not a Floe WAL segment/);
+    expect(checkPreamble(Buffer.alloc(0))).toMatch(/^not a Floe WAL segment/);
   });
 });
 

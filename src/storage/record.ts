@@ -1,15 +1,26 @@
-// WAL record framing. One frame on disk:
+// WAL segment layout (format 2). A segment file is an 8-byte preamble, then frames:
 //
-//   0        4        8    9
-//   +--------+--------+----+------------------------+
-//   | crc32c | length |type| payload (length bytes) |
-//   +--------+--------+----+------------------------+
+//   preamble:  "FLOEWAL" (7 ASCII bytes) | format version (u8) = 2
 //
-// crc32c (Castagnoli, little-endian u32) covers bytes [4, 9 + length): the length, the type and the
-// payload, so a corrupted length is caught as surely as a corrupted payload.
+//   frame:
+//   0        4        8    9        13
+//   +--------+--------+----+--------+------------------------+
+//   |  hcrc  | length |type|  pcrc  | payload (length bytes) |
+//   +--------+--------+----+--------+------------------------+
+//
+// Integers are little-endian u32. pcrc = crc32c(payload). hcrc = crc32c(bytes [4, 13)): the length,
+// the type and pcrc. With the header checked on its own, recovery knows where a frame ends before it
+// looks at the payload, so it can tell a frame that is incomplete (the file ends inside it: a torn
+// write, cut) from a complete frame whose bytes changed (a bit flip: corruption, refused). Format 1
+// had one checksum over the whole frame, and recovery had to guess.
 import { crc32c } from '@node-rs/crc32';
 
-export const FRAME_HEADER_BYTES = 9;
+export const FRAME_HEADER_BYTES = 13;
+
+/** Format of the segment files this build writes and reads. Bump it for any change to the layout or record types. */
+export const WAL_FORMAT_VERSION = 2;
+const MAGIC = Buffer.from('FLOEWAL', 'ascii');
+export const SEGMENT_PREAMBLE_BYTES = MAGIC.length + 1;
 
 /** Largest payload a frame may carry. A length above it is treated as garbage, never allocated. */
 export const MAX_PAYLOAD_BYTES = 256 * 1024 * 1024;
@@ -32,6 +43,37 @@ export function isKnownRecordType(t: number): t is RecordTypeCode {
   return t >= RecordType.segmentHeader && t <= RecordType.snapshot;
 }
 
+/** The first bytes of every segment file. */
+export function segmentPreamble(): Buffer {
+  const b = Buffer.alloc(SEGMENT_PREAMBLE_BYTES);
+  MAGIC.copy(b, 0);
+  b[MAGIC.length] = WAL_FORMAT_VERSION;
+  return b;
+}
+
+/** Why `buf` does not start with this build's preamble, or undefined when it does. */
+export function checkPreamble(buf: Buffer): string | undefined {
+  if (buf.length >= SEGMENT_PREAMBLE_BYTES && buf.subarray(0, MAGIC.length).equals(MAGIC)) {
+    const v = buf[MAGIC.length]!;
+    if (v === WAL_FORMAT_VERSION) return undefined;
+    return `WAL format version ${v}; this build reads only version ${WAL_FORMAT_VERSION}`;
+  }
+  if (looksLikeFormat1(buf)) {
+    return (
+      `segment is in WAL format 1 (frames without a header checksum); this build reads only format ${WAL_FORMAT_VERSION} ` +
+      'and has no upgrade path: move the data directory aside and let the node rejoin from a peer'
+    );
+  }
+  return `not a Floe WAL segment (the file does not start with the ${JSON.stringify(MAGIC.toString())} preamble)`;
+}
+
+/** Format 1 segments began with a frame [crc32c | length | type=1 | payload], crc over bytes 4.. . */
+function looksLikeFormat1(buf: Buffer): boolean {
+  if (buf.length < 9 || buf[8] !== RecordType.segmentHeader) return false;
+  const end = 9 + buf.readUInt32LE(4);
+  return end <= buf.length && crc32c(buf.subarray(4, end)) === buf.readUInt32LE(0);
+}
+
 /** Frames `payload` as one record (a fresh buffer the caller owns). */
 export function encodeFrame(type: RecordTypeCode, payload: Uint8Array): Buffer {
   if (payload.length > MAX_PAYLOAD_BYTES) {
@@ -39,11 +81,17 @@ export function encodeFrame(type: RecordTypeCode, payload: Uint8Array): Buffer {
       `WAL record payload is ${payload.length} bytes; at most ${MAX_PAYLOAD_BYTES} allowed`,
     );
   }
+  return frameOf(type, payload);
+}
+
+/** Frames without checking the type or size: for tests that build frames a writer never would. */
+export function frameOf(type: number, payload: Uint8Array): Buffer {
   const frame = Buffer.allocUnsafe(FRAME_HEADER_BYTES + payload.length);
   frame.writeUInt32LE(payload.length, 4);
   frame[8] = type;
+  frame.writeUInt32LE(crc32c(payload), 9);
+  frame.writeUInt32LE(crc32c(frame.subarray(4, FRAME_HEADER_BYTES)), 0);
   frame.set(payload, FRAME_HEADER_BYTES);
-  frame.writeUInt32LE(crc32c(frame.subarray(4)), 0);
   return frame;
 }
 
@@ -51,67 +99,71 @@ export type FrameRead =
   | { kind: 'ok'; type: RecordTypeCode; payload: Buffer; next: number }
   /** Clean end: offset is exactly the end of the buffer. */
   | { kind: 'end' }
-  /** `maybeTorn`: the damage is what an interrupted write leaves (short frame, bad checksum). */
-  | { kind: 'bad'; reason: string; maybeTorn: boolean };
+  /**
+   * The buffer ends before the frame does: its header is cut short, or its header is intact and
+   * its payload runs past the end, or its header is damaged and nothing but zeros follows it
+   * (bytes never written). What an interrupted append leaves; the frame reaches the end of the buffer.
+   */
+  | { kind: 'incomplete'; reason: string }
+  /** A complete frame that fails a check: its bytes changed after they were written, or a writer bug. */
+  | { kind: 'bad'; reason: string };
 
-/** Reads the frame starting at `offset` of `buf`, checking length, type and checksum. */
+/** Reads the frame starting at `offset` of `buf`, checking the header, then the payload. */
 export function readFrame(buf: Buffer, offset: number): FrameRead {
   const remaining = buf.length - offset;
   if (remaining === 0) return { kind: 'end' };
   if (remaining < FRAME_HEADER_BYTES) {
     return {
-      kind: 'bad',
+      kind: 'incomplete',
       reason: `frame header cut short (${remaining} of ${FRAME_HEADER_BYTES} bytes)`,
-      maybeTorn: true,
     };
   }
-  const length = buf.readUInt32LE(offset + 4);
-  if (length > MAX_PAYLOAD_BYTES) {
+  const storedH = buf.readUInt32LE(offset);
+  const actualH = crc32c(buf.subarray(offset + 4, offset + FRAME_HEADER_BYTES));
+  if (storedH !== actualH) {
+    // A header that was being written when the crash came, followed only by bytes that were never
+    // written (a file system may extend a file with zeros). A bit flip in a complete frame cannot
+    // look like this: every payload has non-zero bytes, and a flip in the header leaves them alone.
+    if (allZero(buf, offset + FRAME_HEADER_BYTES)) {
+      return {
+        kind: 'incomplete',
+        reason: `frame header damaged and followed only by ${remaining - FRAME_HEADER_BYTES} zero bytes (never written)`,
+      };
+    }
     return {
       kind: 'bad',
-      reason: `frame length ${length} exceeds the ${MAX_PAYLOAD_BYTES}-byte limit`,
-      maybeTorn: true,
+      reason: `frame header checksum mismatch (stored crc32c ${hex(storedH)}, computed ${hex(actualH)})`,
     };
+  }
+  // The header is exactly as written from here on: anything wrong with it is not a torn write.
+  const length = buf.readUInt32LE(offset + 4);
+  const type = buf[offset + 8]!;
+  if (!isKnownRecordType(type)) return { kind: 'bad', reason: `unknown record type ${type}` };
+  if (length > MAX_PAYLOAD_BYTES) {
+    return { kind: 'bad', reason: `frame length ${length} exceeds the ${MAX_PAYLOAD_BYTES}-byte limit` };
   }
   const end = offset + FRAME_HEADER_BYTES + length;
   if (end > buf.length) {
     return {
-      kind: 'bad',
+      kind: 'incomplete',
       reason: `frame length ${length} runs ${end - buf.length} bytes past end of file`,
-      maybeTorn: true,
     };
   }
-  const stored = buf.readUInt32LE(offset);
-  const actual = crc32c(buf.subarray(offset + 4, end));
-  if (stored !== actual) {
+  const payload = buf.subarray(offset + FRAME_HEADER_BYTES, end);
+  const storedP = buf.readUInt32LE(offset + 9);
+  const actualP = crc32c(payload);
+  if (storedP !== actualP) {
     return {
       kind: 'bad',
-      reason: `checksum mismatch (stored crc32c ${hex(stored)}, computed ${hex(actual)})`,
-      maybeTorn: true,
+      reason: `payload checksum mismatch (stored crc32c ${hex(storedP)}, computed ${hex(actualP)})`,
     };
   }
-  const type = buf[offset + 8]!;
-  // A checksummed frame of an unknown type was written whole: never a torn write.
-  if (!isKnownRecordType(type))
-    return { kind: 'bad', reason: `unknown record type ${type}`, maybeTorn: false };
-  return { kind: 'ok', type, payload: buf.subarray(offset + FRAME_HEADER_BYTES, end), next: end };
+  return { kind: 'ok', type, payload, next: end };
 }
 
-/**
- * True when some byte offset at or after `from` starts a complete, checksummed frame of a known
- * type. Used to tell a torn tail (nothing valid follows the bad frame) from corruption in the
- * middle of the log (valid records follow, so the bad one was once durable). Most offsets fail the
- * type or length test before any checksum is computed. Only known types are looked for: a build
- * that writes new record types must also bump the segment header version, which older builds refuse.
- */
-export function hasValidFrameAfter(buf: Buffer, from: number): boolean {
-  for (let p = from; p + FRAME_HEADER_BYTES <= buf.length; p++) {
-    if (!isKnownRecordType(buf[p + 8]!)) continue;
-    const length = buf.readUInt32LE(p + 4);
-    if (length > MAX_PAYLOAD_BYTES || p + FRAME_HEADER_BYTES + length > buf.length) continue;
-    if (crc32c(buf.subarray(p + 4, p + FRAME_HEADER_BYTES + length)) === buf.readUInt32LE(p)) return true;
-  }
-  return false;
+function allZero(buf: Buffer, from: number): boolean {
+  for (let i = from; i < buf.length; i++) if (buf[i] !== 0) return false;
+  return true;
 }
 
 function hex(n: number): string {

@@ -11,7 +11,7 @@ import {
   type SegmentHeader,
   type SnapshotMarker,
 } from './payload.js';
-import { hasValidFrameAfter, RecordType, readFrame } from './record.js';
+import { checkPreamble, RecordType, readFrame, SEGMENT_PREAMBLE_BYTES } from './record.js';
 
 /** A segment file: `<seq as 16 hex digits>-<firstIndex as 16 hex digits>.wal`. */
 export interface SegmentRef {
@@ -78,8 +78,11 @@ export interface WalState {
  * - an entries record starts at most one past the last index (no gaps) and above the newest
  *   snapshot index; it replaces any entries at or after its first index (later record wins);
  * - a local snapshot marker names an entry the log holds with the same term;
- * - a bad frame is a torn tail (returned, for the caller to cut) only in the last segment, when the
- *   damage is what an interrupted write leaves and no valid frame follows it anywhere in the file.
+ * - an incomplete frame (the file ends inside it) is a torn tail, returned for the caller to cut,
+ *   only when it is the last thing in the last segment and not the segment header. A complete frame
+ *   that fails a checksum is corruption wherever it is: it was written whole, so it may have been
+ *   fsynced and acknowledged. Earlier segments were fsynced before the next one was created, so
+ *   nothing in them is ever torn.
  */
 export class WalReplayer {
   private state: WalState | undefined;
@@ -95,18 +98,24 @@ export class WalReplayer {
       );
     }
     this.lastSeq = ref.seq;
-    let offset = 0;
+    const bad = checkPreamble(buf);
+    if (bad !== undefined) throw new WalCorruptionError(ref.name, 0, bad);
+    let offset = SEGMENT_PREAMBLE_BYTES;
     let first = true;
     for (;;) {
       const fr = readFrame(buf, offset);
       if (fr.kind === 'end') {
-        if (first) throw new WalCorruptionError(ref.name, 0, 'segment is empty (no header record)');
+        if (first) throw new WalCorruptionError(ref.name, offset, 'segment has no header record');
         return undefined;
       }
-      if (fr.kind === 'bad') {
-        const torn = isLast && !first && fr.maybeTorn && !hasValidFrameAfter(buf, offset + 1);
-        if (torn) return { file: ref.name, offset, fileBytes: buf.length, reason: fr.reason };
-        throw new WalCorruptionError(ref.name, offset, fr.reason + (first ? ' (segment header)' : ''));
+      if (fr.kind === 'incomplete' && isLast && !first) {
+        return { file: ref.name, offset, fileBytes: buf.length, reason: fr.reason };
+      }
+      if (fr.kind !== 'ok') {
+        // A segment header is written and fsynced before the segment is renamed into place, and an
+        // earlier segment was fsynced whole before the next was created: incomplete there is damage.
+        const where = first ? ' (segment header)' : fr.kind === 'incomplete' ? ' (in a sealed segment)' : '';
+        throw new WalCorruptionError(ref.name, offset, fr.reason + where);
       }
       try {
         if (first) this.header(ref, decodeHeader(fr.payload));
@@ -129,7 +138,7 @@ export class WalReplayer {
     if (h.seq !== ref.seq || h.firstIndex !== ref.firstIndex) {
       throw new WalCorruptionError(
         ref.name,
-        0,
+        SEGMENT_PREAMBLE_BYTES,
         `header says seq ${h.seq} firstIndex ${h.firstIndex}, file name says seq ${ref.seq} firstIndex ${ref.firstIndex}`,
       );
     }
@@ -163,7 +172,7 @@ export class WalReplayer {
     if (problems.length > 0) {
       throw new WalCorruptionError(
         ref.name,
-        0,
+        SEGMENT_PREAMBLE_BYTES,
         `segment header does not continue the previous segment: ${problems.join('; ')}`,
       );
     }

@@ -2,8 +2,8 @@ import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { StorageClosedError, StorageFailedError, WalCorruptionError } from './errors.js';
-import { encodeEntries, encodeHardState } from './payload.js';
-import { encodeFrame, RecordType, readFrame } from './record.js';
+import { encodeEntries, encodeHardState, UNKNOWN_VOTE } from './payload.js';
+import { encodeFrame, frameOf, RecordType, readFrame, SEGMENT_PREAMBLE_BYTES } from './record.js';
 import { ent, ents, flipByte, removeTempDirs, tempDir } from './test-helpers.js';
 import { Wal, type WalOpenResult } from './wal.js';
 
@@ -19,7 +19,7 @@ async function reopen(dir: string, segmentBytes?: number): Promise<WalOpenResult
 async function recordOffsets(file: string): Promise<number[]> {
   const buf = await fsp.readFile(file);
   const out: number[] = [];
-  let off = 0;
+  let off = SEGMENT_PREAMBLE_BYTES;
   for (;;) {
     const fr = readFrame(buf, off);
     if (fr.kind !== 'ok') break;
@@ -143,44 +143,86 @@ describe('WAL', () => {
     const full = await fsp.readFile(file);
     const offsets = await recordOffsets(file);
     const lastStart = offsets.at(-1)!;
+    const fenced = { term: 2, vote: UNKNOWN_VOTE, commit: 2 };
+    const fenceBytes = encodeFrame(RecordType.hardState, encodeHardState(fenced)).length;
 
     for (let cut = lastStart; cut < full.length; cut++) {
       await fsp.writeFile(file, full.subarray(0, cut));
       const r = await reopen(dir);
       expect(r.state.entries, `cut at ${cut}`).toEqual(ents(1, 3, 1));
-      expect(r.state.tail.hardState.commit).toBe(2);
       if (cut > lastStart) {
         expect(r.torn).toMatchObject({ offset: lastStart, fileBytes: cut });
+        expect(r.recovery).toEqual({
+          tailCut: true,
+          file: path.basename(file),
+          cutAtOffset: lastStart,
+          bytesCut: cut - lastStart,
+          reason: expect.any(String),
+          hardStateBefore: { term: 1, vote: 1, commit: 2 },
+          hardStateAfter: fenced,
+        });
+        expect(r.state.tail.hardState).toEqual(fenced);
         expect(r.warnings.join('\n')).toMatch(/cut a torn record/);
-      } else expect(r.torn).toBeUndefined();
+      } else {
+        expect(r.torn).toBeUndefined();
+        expect(r.recovery).toEqual({ tailCut: false });
+        expect(r.state.tail.hardState).toEqual({ term: 1, vote: 1, commit: 2 });
+      }
       await r.wal.close();
-      expect((await fsp.stat(file)).size).toBe(lastStart);
+      // Cut to the start of the torn record, then the fence record written and fsynced there.
+      expect((await fsp.stat(file)).size).toBe(cut > lastStart ? lastStart + fenceBytes : lastStart);
     }
-    // After the cut, appending continues at the right place.
+    // After the cut, the fence is durable (no second cut needed) and appending continues after it.
     const r = await reopen(dir);
+    expect(r.recovery.tailCut).toBe(false);
+    expect(r.state.tail.hardState).toEqual(fenced);
     await r.wal.append([{ type: 'entries', entries: ents(4, 4, 2) }], { sync: true });
     await r.wal.close();
     const again = await reopen(dir);
     expect(again.state.entries).toEqual([...ents(1, 3, 1), ent(4, 2)]);
+    expect(again.state.tail.hardState).toEqual(fenced);
     await again.wal.close();
   });
 
-  it('treats a bad checksum on the final record, or zeros after it, as a torn tail', async () => {
+  it('cuts zeros after the final record (a file extended but never filled) as a torn tail', async () => {
     const dir = await tempDir();
     const { wal } = await reopen(dir);
     await wal.append([{ type: 'entries', entries: ents(1, 2, 1) }], { sync: true });
     await wal.append([{ type: 'entries', entries: ents(3, 4, 1) }], { sync: true });
     await wal.close();
     const file = path.join(dir, (await fsp.readdir(dir))[0]!);
-    const offsets = await recordOffsets(file);
-    const last = offsets.at(-1)!;
     const size = (await fsp.stat(file)).size;
-    await flipByte(file, size - 1);
-    await fsp.appendFile(file, Buffer.alloc(4096)); // a file extended by zeros the crash never filled
+    await fsp.appendFile(file, Buffer.alloc(4096));
     const r = await reopen(dir);
-    expect(r.torn?.offset).toBe(last);
-    expect(r.state.entries).toEqual(ents(1, 2, 1));
+    expect(r.torn).toMatchObject({
+      offset: size,
+      fileBytes: size + 4096,
+      reason: /zero bytes \(never written\)/,
+    });
+    expect(r.state.entries).toEqual(ents(1, 4, 1));
+    expect(r.recovery).toMatchObject({ tailCut: true, cutAtOffset: size, bytesCut: 4096 });
     await r.wal.close();
+  });
+
+  it('refuses a segment in the old format or with a damaged preamble, naming the file', async () => {
+    const dir = await tempDir();
+    const { wal } = await reopen(dir);
+    await wal.append([{ type: 'entries', entries: ents(1, 2, 1) }], { sync: true });
+    await wal.close();
+    const name = (await fsp.readdir(dir))[0]!;
+    const file = path.join(dir, name);
+    const good = await fsp.readFile(file);
+    await fsp.writeFile(file, good.subarray(SEGMENT_PREAMBLE_BYTES)); // no preamble
+    await expect(reopen(dir)).rejects.toThrow(`${name} at byte offset 0: not a Floe WAL segment`);
+    const v9 = Buffer.from(good);
+    v9[SEGMENT_PREAMBLE_BYTES - 1] = 9;
+    await fsp.writeFile(file, v9);
+    await expect(reopen(dir)).rejects.toThrow('WAL format version 9; this build reads only version 2');
+    // A segment cut inside its header record is never torn: segments are created whole.
+    await fsp.writeFile(file, good.subarray(0, SEGMENT_PREAMBLE_BYTES + 5));
+    await expect(reopen(dir)).rejects.toThrow(
+      /at byte offset 8: frame header cut short .*\(segment header\)/,
+    );
   });
 
   it('refuses a flipped byte in a middle record, naming the file and the byte offset', async () => {
@@ -256,10 +298,7 @@ describe('WAL', () => {
       `at byte offset ${good.length}: entries start at 5 but the log ends at 2 (gap)`,
     );
 
-    const unknown = encodeFrame(RecordType.hardState, encodeHardState({ term: 1, vote: 1, commit: 1 }));
-    unknown[8] = 77;
-    const { crc32c } = await import('@node-rs/crc32');
-    unknown.writeUInt32LE(crc32c(unknown.subarray(4)), 0);
+    const unknown = frameOf(77, encodeHardState({ term: 1, vote: 1, commit: 1 }));
     await fsp.writeFile(file, Buffer.concat([good, unknown]));
     await expect(reopen(dir)).rejects.toThrow(`at byte offset ${good.length}: unknown record type 77`);
   });

@@ -18,8 +18,9 @@ import {
   encodeMarker,
   NO_SNAPSHOT,
   type SnapshotMarker,
+  UNKNOWN_VOTE,
 } from './payload.js';
-import { encodeFrame, RecordType, readFrame } from './record.js';
+import { encodeFrame, RecordType, readFrame, SEGMENT_PREAMBLE_BYTES, segmentPreamble } from './record.js';
 import {
   parseSegmentFileName,
   type SegmentRef,
@@ -103,12 +104,35 @@ interface TaskItem {
 
 type Item = WriteItem | TaskItem;
 
+/**
+ * What recovery did to the tail of the log. When `tailCut`, an incomplete frame (and anything after
+ * it) was cut off the end of the last segment, and the hard state was fenced: `hardStateAfter` is
+ * `{ term: max(surviving term, last entry term) + 1, vote: UNKNOWN_VOTE }`, already durable, so the
+ * node grants no vote in any term it may have voted in without the cut bytes (see docs/storage.md).
+ */
+export type WalRecovery =
+  | { tailCut: false }
+  | {
+      tailCut: true;
+      /** Segment file name (in the WAL directory) that was cut. */
+      file: string;
+      /** The file now ends here: where the incomplete frame started (before the fence record). */
+      cutAtOffset: number;
+      bytesCut: number;
+      reason: string;
+      /** The hard state the surviving records gave. */
+      hardStateBefore: HardState;
+      /** The fenced hard state written right after the cut and fsynced. */
+      hardStateAfter: HardState;
+    };
+
 export interface WalOpenResult {
   wal: Wal;
-  /** What the retained segments hold (a fresh WAL: empty). */
+  /** What the retained segments hold (a fresh WAL: empty). The hard state is the fenced one after a cut. */
   state: WalState;
   /** Set when a torn record at the end of the last segment was cut off. */
   torn: TornTail | undefined;
+  recovery: WalRecovery;
 }
 
 export class Wal {
@@ -189,7 +213,7 @@ export class Wal {
         markers: [],
         floor: 0,
       };
-      return { wal, state, torn: undefined };
+      return { wal, state, torn: undefined, recovery: { tailCut: false } };
     }
 
     const replayer = new WalReplayer();
@@ -203,20 +227,45 @@ export class Wal {
       torn = replayer.feed(ref, buf, isLast);
       if (isLast) {
         lastBytes = torn ? torn.offset : buf.length;
-        const h = readFrame(buf, 0);
+        const h = readFrame(buf, SEGMENT_PREAMBLE_BYTES);
         lastHeaderBytes = h.kind === 'ok' ? h.next : 0;
       }
     }
     const state = replayer.result()!;
     const last = refs[refs.length - 1]!;
     const fh = await fsp.open(path.join(dir, last.name), 'r+');
+    let recovery: WalRecovery = { tailCut: false };
     try {
       if (torn) {
+        // Protocol-aware recovery: the cut bytes may have held a vote in a newer term (only if fsync
+        // lied: an incomplete frame was never covered by a completed fdatasync). Fence the next term
+        // as "voted for someone unknown", durably in the same place, before anything else happens.
+        const before = state.tail.hardState;
+        const fence: HardState = {
+          term: Math.max(before.term, state.tail.lastTerm) + 1,
+          vote: UNKNOWN_VOTE,
+          commit: before.commit,
+        };
+        const frame = encodeFrame(RecordType.hardState, encodeHardState(fence));
         await fh.truncate(torn.offset);
+        await writeAll(fh, [frame], torn.offset);
         await fh.datasync();
+        lastBytes = torn.offset + frame.length;
+        state.tail.hardState = fence;
+        recovery = {
+          tailCut: true,
+          file: torn.file,
+          cutAtOffset: torn.offset,
+          bytesCut: torn.fileBytes - torn.offset,
+          reason: torn.reason,
+          hardStateBefore: { ...before },
+          hardStateAfter: { ...fence },
+        };
         warn(
           `cut a torn record off the end of ${path.join(dir, torn.file)}: ${torn.fileBytes - torn.offset} bytes ` +
-            `from offset ${torn.offset} (${torn.reason}); it was never acknowledged`,
+            `from offset ${torn.offset} (${torn.reason}); an incomplete record was never fsynced, so never ` +
+            `acknowledged. Hard state fenced from term ${before.term} vote ${before.vote} to term ${fence.term} ` +
+            `with an unknown vote: this node grants no vote in term ${fence.term} or below`,
         );
       }
     } catch (err) {
@@ -225,7 +274,7 @@ export class Wal {
     }
     const tail: WalTail = { ...state.tail, hardState: { ...state.tail.hardState } };
     const wal = new Wal(dir, segmentBytes, refs, fh, lastBytes, lastHeaderBytes, tail);
-    return { wal, state, torn };
+    return { wal, state, torn, recovery };
   }
 
   /**
@@ -446,6 +495,7 @@ async function createSegment(
       bootstrapConf: tail.bootstrapConf,
     }),
   );
+  const preamble = segmentPreamble();
   const final = path.join(dir, name);
   const tmp = `${final}.tmp`;
   let fh: fsp.FileHandle;
@@ -457,7 +507,7 @@ async function createSegment(
     });
   }
   try {
-    await writeAll(fh, [header], 0);
+    await writeAll(fh, [preamble, header], 0);
     await fh.datasync();
     await fsp.rename(tmp, final);
     await fsyncDir(dir);
@@ -466,7 +516,7 @@ async function createSegment(
     if (errCode(err) !== 'ENOENT') await fsp.rm(tmp, { force: true });
     throw err;
   }
-  return { ref: { seq, firstIndex, name }, fh, size: header.length };
+  return { ref: { seq, firstIndex, name }, fh, size: preamble.length + header.length };
 }
 
 function encodeRecord(r: WalRecord, out: Frame[]): void {
