@@ -66,7 +66,7 @@ describe('crash recovery (SIGKILL)', () => {
         console.log(
           `round ${round}: killed after ${acks.length} acks (target ${killAfter}); reopened with ` +
             `first ${first}, last ${st.lastIndex()}, snapshot ${snapIndex}, ${s.segmentNames().length} segments; ` +
-            `warnings: ${s.warnings.length}`,
+            `warnings: ${s.warnings.length}; tail cut: ${s.recovery.tailCut}`,
         );
         expect(st.lastIndex()).toBeGreaterThanOrEqual(maxAck);
         for (const [i, term] of allAcked) {
