@@ -7,6 +7,7 @@ import {
   type LeaseError,
   MAX_APP_LENGTH,
   MAX_EXPIRE_BATCH,
+  MAX_INCARNATION_LENGTH,
   MAX_NODE_ID_LENGTH,
   MAX_POOL_BITS,
   MAX_REQUEST_ID_LENGTH,
@@ -75,7 +76,10 @@ export function parseLeaseCommand(v: unknown): LeaseCommand | LeaseError {
         checkString('nodeId', c.nodeId, MAX_NODE_ID_LENGTH) ??
         checkInt('ttlMs', c.ttlMs, MIN_TTL_MS, MAX_TTL_MS) ??
         checkString('requestId', c.requestId, MAX_REQUEST_ID_LENGTH) ??
-        (c.boundMs === undefined || c.boundMs === null ? undefined : checkTimestamp('boundMs', c.boundMs));
+        (c.boundMs === undefined || c.boundMs === null ? undefined : checkTimestamp('boundMs', c.boundMs)) ??
+        (c.incarnation === undefined || c.incarnation === null
+          ? undefined
+          : checkString('incarnation', c.incarnation, MAX_INCARNATION_LENGTH));
       if (err) return err;
       const cmd: LeaseCommand = {
         op: 'acquire',
@@ -85,6 +89,7 @@ export function parseLeaseCommand(v: unknown): LeaseCommand | LeaseError {
         requestId: c.requestId as string,
       };
       if (typeof c.boundMs === 'number') cmd.boundMs = c.boundMs;
+      if (typeof c.incarnation === 'string') cmd.incarnation = c.incarnation;
       return cmd;
     }
     case 'renew': {

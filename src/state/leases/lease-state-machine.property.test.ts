@@ -15,7 +15,15 @@ const NODES = ['n0', 'n1', 'n2', 'n3', 'n4', 'n5', 'n6'];
  */
 type Template =
   | { t: 'configure'; app: number; bits: number; dc: number }
-  | { t: 'acquire'; app: number; node: number; req: number; ttl: number; bound: number | null }
+  | {
+      t: 'acquire';
+      app: number;
+      node: number;
+      req: number;
+      ttl: number;
+      bound: number | null;
+      inc: number | null;
+    }
   | { t: 'renew'; app: number; worker: number; tok: number; bound: number }
   | { t: 'release'; app: number; worker: number; tok: number; last: number }
   | { t: 'expire'; picks: [number, number, number][] }
@@ -40,6 +48,7 @@ const template: fc.Arbitrary<Template> = fc.oneof(
       req: fc.nat(2),
       ttl: fc.constantFrom(1000, 5000, 5000, 999),
       bound: fc.option(fc.integer({ min: -5000, max: 5000 })),
+      inc: fc.option(fc.nat(1)),
     }),
   },
   {
@@ -104,6 +113,7 @@ function materialize(t: Template, sm: LeaseStateMachine, nowMs: number): Uint8Ar
         ttlMs: t.ttl,
         requestId: `r${t.req}`,
         ...(t.bound === null ? {} : { boundMs: nowMs + t.bound }),
+        ...(t.inc === null ? {} : { incarnation: `i${t.inc}` }),
       };
       break;
     case 'renew': {

@@ -88,6 +88,41 @@ describe('acquire', () => {
     expect(log.sm.pool('app')?.leased).toBe(1);
   });
 
+  it('scenario (a): a cached requestId presented by another process incarnation gets lease_held, not the live grant', () => {
+    const log = new FakeLog();
+    const first = log.grant('app', 'n1', { requestId: 'cached', incarnation: 'proc-1' });
+    expect(first).toMatchObject({ requestId: 'cached', incarnation: 'proc-1', retried: false });
+    // The same process retrying (its reply was lost) gets the same grant back.
+    expect(log.grant('app', 'n1', { requestId: 'cached', incarnation: 'proc-1' })).toEqual({
+      ...first,
+      retried: true,
+    });
+    // A second live process that read the same cache file: same nodeId and requestId, another incarnation.
+    const second = expectError(log.acquire('app', 'n1', { requestId: 'cached', incarnation: 'proc-2' }));
+    expect(second.code).toBe('lease_held');
+    expect(second.message).toMatch(/another process incarnation/);
+    // Without an incarnation (an older client, or RESP without INCARNATION) it is not the same process either.
+    expect(expectError(log.acquire('app', 'n1', { requestId: 'cached' })).code).toBe('lease_held');
+    expect(log.sm.pool('app')?.leased).toBe(1);
+    // A lease granted without an incarnation is retried only without one.
+    const old = log.grant('app', 'n2', { requestId: 'r' });
+    expect(old.incarnation).toBe('');
+    expect(log.grant('app', 'n2', { requestId: 'r' }).retried).toBe(true);
+    expect(expectError(log.acquire('app', 'n2', { requestId: 'r', incarnation: 'x' })).code).toBe(
+      'lease_held',
+    );
+  });
+
+  it('validates the incarnation', () => {
+    const log = new FakeLog();
+    expect(expectError(log.acquire('app', 'n', { incarnation: '' })).message).toMatch(
+      /^incarnation must be a string of 1..128/,
+    );
+    expect(expectError(log.acquire('app', 'n', { incarnation: 'x'.repeat(129) })).code).toBe(
+      'invalid_argument',
+    );
+  });
+
   it('fills a 10-bit pool with 1,024 instances and refuses the next one clearly', () => {
     const log = new FakeLog();
     const seen = new Set<number>();
@@ -345,6 +380,39 @@ describe('snapshots', () => {
       log.grant('app', 'b', { requestId: 'x' }).workerId,
     );
     expect(next.grant('app', 'new').workerId).toBe(5);
+  });
+
+  it("keeps each lease's incarnation across a snapshot, and restores a version-1 snapshot (no incarnations)", () => {
+    const log = new FakeLog();
+    log.grant('app', 'a', { requestId: 'ra', incarnation: 'inc-a' });
+    log.grant('app', 'b', { requestId: 'rb' });
+    const copy = new LeaseStateMachine();
+    copy.restore(log.sm.snapshot());
+    expect(copy.snapshot()).toEqual(log.sm.snapshot());
+    const next = new FakeLog(copy);
+    next.index = log.index;
+    expect(next.grant('app', 'a', { requestId: 'ra', incarnation: 'inc-a' }).retried).toBe(true);
+    expect(expectError(next.acquire('app', 'a', { requestId: 'ra', incarnation: 'other' })).code).toBe(
+      'lease_held',
+    );
+    // A version-1 snapshot (11 fields per record, no incarnation) restores with incarnation ''.
+    const v1 = unpack<{
+      v: number;
+      applied: number;
+      pools: [string, number, number, number, unknown[], number[]][];
+    }>(log.sm.snapshot());
+    const per = v1.pools[0]![4].length / 2;
+    v1.v = 1;
+    v1.pools[0]![4] = v1.pools[0]![4].filter((_, i) => i % per !== per - 1);
+    const old = new LeaseStateMachine();
+    old.restore(pack(v1));
+    expect(old.leases('app').map((l) => l.nodeId)).toEqual(['a', 'b']);
+    const o = new FakeLog(old);
+    o.index = log.index;
+    expect(o.grant('app', 'b', { requestId: 'rb' }).retried).toBe(true);
+    expect(expectError(o.acquire('app', 'a', { requestId: 'ra', incarnation: 'inc-a' })).code).toBe(
+      'lease_held',
+    );
   });
 
   it('refuses a snapshot of an unknown version', () => {

@@ -22,9 +22,10 @@ import {
   type WorkerInfo,
 } from './types.js';
 
-const SNAPSHOT_VERSION = 1;
-/** Fields per worker record in a snapshot's flat array. */
-const RECORD_FIELDS = 11;
+/** Version 2 added each record's incarnation; version 1 snapshots (without it) still restore. */
+const SNAPSHOT_VERSION = 2;
+/** Fields per worker record in a snapshot's flat array, by snapshot version. */
+const RECORD_FIELDS: Record<number, number> = { 1: 11, 2: 12 };
 
 type SnapshotPool = [
   app: string,
@@ -128,10 +129,20 @@ export class LeaseStateMachine implements StateMachine<LeaseResult> {
     }
     const held = pool.liveLeaseOf(cmd.nodeId);
     if (held) {
-      // One live lease per nodeId per app. The same requestId is a retry of the grant (its reply
-      // was lost): answer it again, unchanged. Another requestId may be another process using the
-      // same nodeId, and handing it the same worker ID would make two generators share it.
-      if (held.requestId === cmd.requestId) return this.grantResult(pool, held, true);
+      // One live lease per nodeId per app. The same requestId from the same process incarnation is
+      // a retry of the grant (its reply was lost): answer it again, unchanged. Anything else may be
+      // another live process using the same nodeId (or one that read the first one's cache file),
+      // and handing it the same worker ID and token would make two generators share it.
+      const incarnation = cmd.incarnation ?? '';
+      if (held.requestId === cmd.requestId) {
+        if (held.incarnation === incarnation) return this.grantResult(pool, held, true);
+        return leaseError(
+          'lease_held',
+          `node ${JSON.stringify(cmd.nodeId)} already holds worker ID ${held.workerId} in app ${cmd.app}, ` +
+            `granted for this requestId to another process incarnation; a new process does not inherit a lease ` +
+            `by its requestId: release it with its token, or wait for it to expire`,
+        );
+      }
       return leaseError(
         'lease_held',
         `node ${JSON.stringify(cmd.nodeId)} already holds worker ID ${held.workerId} in app ${cmd.app} ` +
@@ -146,7 +157,16 @@ export class LeaseStateMachine implements StateMachine<LeaseResult> {
           `release one, wait for a lease to expire, or give the app a larger pool (configurePool, up to 22 bits)`,
       );
     }
-    pool.grant(r, cmd.nodeId, ctx.index, cmd.ttlMs, cmd.requestId, ctx.leaderTimeMs, cmd.boundMs);
+    pool.grant(
+      r,
+      cmd.nodeId,
+      ctx.index,
+      cmd.ttlMs,
+      cmd.requestId,
+      cmd.incarnation ?? '',
+      ctx.leaderTimeMs,
+      cmd.boundMs,
+    );
     this.leasedTotal++;
     if (this.listeners.length > 0) {
       this.emit({
@@ -296,6 +316,8 @@ export class LeaseStateMachine implements StateMachine<LeaseResult> {
       expiresAtMs: r.renewedAtMs + r.ttlMs,
       highWaterMs: r.floorMs,
       boundMs: r.highWaterMs,
+      requestId: r.requestId,
+      incarnation: r.incarnation,
       retried,
     };
   }
@@ -418,7 +440,7 @@ export class LeaseStateMachine implements StateMachine<LeaseResult> {
     const pools: SnapshotPool[] = [];
     for (const p of [...this.pools.values()].sort((a, b) => cmp(a.app, b.app))) {
       const recs = [...p.records.values()].sort((a, b) => a.workerId - b.workerId);
-      const flat: (number | string)[] = new Array(recs.length * RECORD_FIELDS);
+      const flat: (number | string)[] = new Array(recs.length * (RECORD_FIELDS[SNAPSHOT_VERSION] as number));
       let i = 0;
       for (const r of recs) {
         flat[i++] = r.workerId;
@@ -432,6 +454,7 @@ export class LeaseStateMachine implements StateMachine<LeaseResult> {
         flat[i++] = r.floorMs;
         flat[i++] = r.requestId;
         flat[i++] = r.freedAt;
+        flat[i++] = r.incarnation;
       }
       const freeOrder = [...p.freeRecords()].map((r) => r.workerId);
       pools.push([p.app, p.bits, p.datacenterBits, p.nextFresh, flat, freeOrder]);
@@ -443,9 +466,10 @@ export class LeaseStateMachine implements StateMachine<LeaseResult> {
   /** Replaces all state; rebuilds the per-node index, the free lists and the counters. */
   restore(data: Uint8Array): void {
     const s = unpack<SnapshotData>(data);
-    if (typeof s !== 'object' || s === null || s.v !== SNAPSHOT_VERSION) {
+    const fields = typeof s === 'object' && s !== null ? RECORD_FIELDS[s.v] : undefined;
+    if (fields === undefined) {
       throw new Error(
-        `lease snapshot version ${String(s?.v)} is not supported (expected ${SNAPSHOT_VERSION})`,
+        `lease snapshot version ${String(s?.v)} is not supported (expected 1..${SNAPSHOT_VERSION})`,
       );
     }
     this.pools.clear();
@@ -454,7 +478,7 @@ export class LeaseStateMachine implements StateMachine<LeaseResult> {
     for (const [app, bits, datacenterBits, nextFresh, flat, freeOrder] of s.pools) {
       const p = new Pool(app, bits, datacenterBits);
       p.nextFresh = nextFresh;
-      for (let i = 0; i < flat.length; i += RECORD_FIELDS) {
+      for (let i = 0; i < flat.length; i += fields) {
         const r = new WorkerRecord(flat[i] as number);
         r.highWaterMs = flat[i + 1] as number;
         r.nodeId = flat[i + 2] as string;
@@ -466,6 +490,7 @@ export class LeaseStateMachine implements StateMachine<LeaseResult> {
         r.floorMs = flat[i + 8] as number;
         r.requestId = flat[i + 9] as string;
         r.freedAt = flat[i + 10] as number;
+        r.incarnation = fields > 11 ? (flat[i + 11] as string) : '';
         p.records.set(r.workerId, r);
         if (r.nodeId !== '') p.byNode.set(r.nodeId, r);
         if (r.live) p.leased++;

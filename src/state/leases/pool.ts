@@ -24,6 +24,8 @@ export class WorkerRecord {
   /** The high-water mark at grant time: what the holder must start above. */
   floorMs = 0;
   requestId = '';
+  /** The holder process's incarnation id ('' when the acquire carried none): a retry must come from it. */
+  incarnation = '';
   /** Log index of the last release/expiry; 0 when never freed. */
   freedAt = 0;
   prevFree: WorkerRecord | null = null;
@@ -95,6 +97,7 @@ export class Pool {
     token: number,
     ttlMs: number,
     requestId: string,
+    incarnation: string,
     leaderTimeMs: number,
     boundMs: number | undefined,
   ): void {
@@ -113,6 +116,7 @@ export class Pool {
     r.token = token;
     r.ttlMs = ttlMs;
     r.requestId = requestId;
+    r.incarnation = incarnation;
     r.grantedAtMs = leaderTimeMs;
     r.renewedAtMs = leaderTimeMs;
     r.floorMs = r.highWaterMs;
@@ -125,6 +129,7 @@ export class Pool {
     r.live = false;
     r.freedAt = index;
     r.requestId = '';
+    r.incarnation = '';
     this.leased--;
     if (r.workerId < this.size) this.appendFree(r);
   }

@@ -4,6 +4,13 @@ import { encodeLeaseCommand } from './codec.js';
 import { LeaseStateMachine } from './lease-state-machine.js';
 import type { AcquireOk, LeaseCommand, LeaseError, LeaseResult } from './types.js';
 
+export interface AcquireExtra {
+  ttlMs?: number;
+  requestId?: string;
+  boundMs?: number;
+  incarnation?: string;
+}
+
 /** A replica fed by a fake log: every command gets the next index and a leader time 1 s later. */
 export class FakeLog {
   index = 0;
@@ -20,7 +27,7 @@ export class FakeLog {
     return this.sm.apply(encodeLeaseCommand(cmd), this.ctx());
   }
 
-  acquire(app: string, nodeId: string, extra: { ttlMs?: number; requestId?: string; boundMs?: number } = {}) {
+  acquire(app: string, nodeId: string, extra: AcquireExtra = {}) {
     return this.run({
       op: 'acquire',
       app,
@@ -28,11 +35,12 @@ export class FakeLog {
       ttlMs: extra.ttlMs ?? 10_000,
       requestId: extra.requestId ?? `req-${nodeId}`,
       ...(extra.boundMs === undefined ? {} : { boundMs: extra.boundMs }),
+      ...(extra.incarnation === undefined ? {} : { incarnation: extra.incarnation }),
     });
   }
 
   /** Acquire that must succeed. */
-  grant(app: string, nodeId: string, extra: { ttlMs?: number; requestId?: string; boundMs?: number } = {}) {
+  grant(app: string, nodeId: string, extra: AcquireExtra = {}) {
     const r = this.acquire(app, nodeId, extra);
     if (!r.ok || r.op !== 'acquire') throw new Error(`acquire failed: ${JSON.stringify(r)}`);
     return r as AcquireOk;

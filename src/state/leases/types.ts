@@ -10,6 +10,8 @@
  *   datacenterId = w >> (bits - datacenterBits) and localWorkerId = w & (2^(bits - datacenterBits) - 1).
  * - nodeId: 1..256 characters (the holder's stable instance name, e.g. `10.0.0.7:8080` or a pod name).
  * - requestId: 1..128 characters (the caller's idempotency key for one acquire).
+ * - incarnation: optional, 1..128 characters (the calling process's random id: a retried requestId
+ *   is answered with the live grant only when it comes from the same incarnation).
  * - ttlMs: integer in 1,000..3,600,000 (1 s .. 1 h).
  * - boundMs / lastTimestampMs: integer ms since the Unix epoch, >= 0 and at most
  *   MAX_BOUND_AHEAD_MS (1 h) ahead of the leader's clock stamped on the command (a holder with a
@@ -31,6 +33,7 @@ export const MAX_BOUND_AHEAD_MS = 3_600_000;
 export const MAX_APP_LENGTH = 128;
 export const MAX_NODE_ID_LENGTH = 256;
 export const MAX_REQUEST_ID_LENGTH = 128;
+export const MAX_INCARNATION_LENGTH = 128;
 export const MAX_EXPIRE_BATCH = 1_024;
 
 export const APP_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$/;
@@ -44,9 +47,18 @@ export type LeaseCommand =
   /**
    * Grants a worker ID to `nodeId` (or returns the live lease it already holds, see `retried`).
    * `boundMs`, when given, is the first promise: the highest timestamp the holder will use before
-   * its first renewal; it raises the worker's high-water mark.
+   * its first renewal; it raises the worker's high-water mark. `incarnation` identifies the
+   * calling process: a retry (same requestId) is answered only to the same incarnation.
    */
-  | { op: 'acquire'; app: string; nodeId: string; ttlMs: number; requestId: string; boundMs?: number }
+  | {
+      op: 'acquire';
+      app: string;
+      nodeId: string;
+      ttlMs: number;
+      requestId: string;
+      boundMs?: number;
+      incarnation?: string;
+    }
   /** Raises the high-water mark of a live lease. Renewals that raise nothing never reach the log. */
   | { op: 'renew'; app: string; workerId: number; token: number; boundMs: number }
   /** Raises the high-water mark to `lastTimestampMs` and frees the worker ID. */
@@ -63,7 +75,10 @@ export type LeaseErrorCode =
   | 'invalid_argument'
   /** Every worker ID of the pool is leased. */
   | 'pool_exhausted'
-  /** The nodeId already holds a live lease in this app, granted for another requestId. */
+  /**
+   * The nodeId already holds a live lease in this app, granted for another requestId or to another
+   * process incarnation.
+   */
   | 'lease_held'
   /** The worker ID has no live lease (never granted, released or expired). */
   | 'not_held'
@@ -111,6 +126,10 @@ export interface LeaseGrant {
 export interface AcquireOk extends LeaseGrant {
   ok: true;
   op: 'acquire';
+  /** The acquire's requestId (echoed so that the caller can check the reply is its own). */
+  requestId: string;
+  /** The incarnation the lease was granted to ('' when none was given); echoed for the same reason. */
+  incarnation: string;
   /** True when this was the lease the nodeId already held under the same requestId (a retry). */
   retried: boolean;
 }
