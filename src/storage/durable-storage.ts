@@ -16,8 +16,9 @@ import {
   StorageUsageError,
   WalCorruptionError,
 } from './errors.js';
+import { nodeFs, type StorageFs } from './file-system.js';
 import { ensureDir, errCode } from './fs-util.js';
-import { LockFile } from './lock-file.js';
+import { LockFile, type LockOwner, processLockOwner } from './lock-file.js';
 import type { SnapshotMarker } from './payload.js';
 import { SnapshotStore } from './snapshot-store.js';
 import { DEFAULT_SEGMENT_BYTES, Wal, type WalRecord, type WalRecovery, type WalStats } from './wal.js';
@@ -42,6 +43,10 @@ export interface DurableStorageOptions {
   keepSnapshots?: number;
   /** Called with each warning (torn tail cut, leftover temp file removed, snapshot fallback). */
   onWarning?: (message: string) => void;
+  /** Every file operation goes through this. Default: the real file system (`nodeFs`); tests and simulations pass a `MemoryFs`. */
+  fs?: StorageFs;
+  /** Identity recorded in (and checked against) the LOCK file. Default: this process's PID and `kill(pid, 0)`. */
+  lockOwner?: LockOwner;
 }
 
 export const DEFAULT_TRAILING_ENTRIES = 5000;
@@ -127,13 +132,14 @@ export class DurableStorage {
       options.onWarning?.(m);
     };
 
+    const fs = options.fs ?? nodeFs;
     try {
-      await ensureDir(dir);
+      await ensureDir(fs, dir);
     } catch (err) {
       const why = errCode(err) === 'ENOTDIR' ? 'it (or a parent) is not a directory' : (err as Error).message;
       throw new StorageConfigError(`cannot use data dir ${dir}: ${why}`, { cause: err });
     }
-    const lock = await LockFile.acquire(dir);
+    const lock = await LockFile.acquire(dir, fs, options.lockOwner ?? processLockOwner);
     if (lock.tookOverFrom !== undefined)
       warn(`took over a stale lock left by dead process ${lock.tookOverFrom}`);
     try {
@@ -141,6 +147,7 @@ export class DurableStorage {
         segmentBytes: options.segmentBytes ?? DEFAULT_SEGMENT_BYTES,
         bootstrapConf: options.bootstrapConf,
         onWarning: warn,
+        fs,
       });
       try {
         const recorded = state.tail.bootstrapConf;
@@ -150,7 +157,7 @@ export class DurableStorage {
               `open() was given voters [${options.bootstrapConf.voters}] learners [${options.bootstrapConf.learners}]`,
           );
         }
-        const snaps = await SnapshotStore.open(path.join(dir, 'snap'), warn);
+        const snaps = await SnapshotStore.open(path.join(dir, 'snap'), warn, fs);
         const chosen = await chooseSnapshot(state, snaps, warn);
         const mem = buildMemory(state, chosen?.snap, trailing, wal.segmentNames());
         // Keep the newest K snapshots the WAL knows about; a file without a marker was never acknowledged.

@@ -1,27 +1,29 @@
-import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
+import type { StorageFile, StorageFs } from './file-system.js';
 
 /**
  * fsyncs a directory so that creations, renames and deletions in it survive a power loss
  * (a file's own fsync does not make its directory entry durable on Linux/ext4/xfs).
  */
-export async function fsyncDir(dir: string): Promise<void> {
-  const fh = await fsp.open(dir, 'r');
-  try {
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
+export async function fsyncDir(fs: StorageFs, dir: string): Promise<void> {
+  await fs.syncDir(dir);
 }
 
-/** Creates `dir` (and parents) if missing; fsyncs the parent of every directory it created. */
-export async function ensureDir(dir: string): Promise<void> {
+/**
+ * Creates `dir` (and parents) if missing, then fsyncs `dir` and every directory above it, every
+ * time, not only when it created them: a previous run may have crashed after creating a name
+ * (a directory, a segment renamed into place) and before fsyncing its directory. This run would
+ * see the name in the page cache and acknowledge writes into it, and a later power loss would
+ * drop the name with everything in it. Directories above `dir` that this process may not open
+ * for reading (EACCES, EPERM) are skipped: it can only have created directories it can read.
+ */
+export async function ensureDir(fs: StorageFs, dir: string): Promise<void> {
   const missing: string[] = [];
   let d = path.resolve(dir);
   for (;;) {
     try {
-      const st = await fsp.stat(d);
-      if (!st.isDirectory())
+      const st = await fs.stat(d);
+      if (!st.isDirectory)
         throw Object.assign(new Error(`${d} exists and is not a directory`), { code: 'ENOTDIR' });
       break;
     } catch (err) {
@@ -34,11 +36,22 @@ export async function ensureDir(dir: string): Promise<void> {
   }
   for (const m of missing.reverse()) {
     try {
-      await fsp.mkdir(m);
+      await fs.mkdir(m);
     } catch (err) {
       if (errCode(err) !== 'EEXIST') throw err;
     }
-    await fsyncDir(path.dirname(m));
+  }
+  const abs = path.resolve(dir);
+  for (let p = abs, depth = 0; ; depth++) {
+    try {
+      await fs.syncDir(p);
+    } catch (err) {
+      const code = errCode(err);
+      if (depth === 0 || (code !== 'EACCES' && code !== 'EPERM')) throw err;
+    }
+    const parent = path.dirname(p);
+    if (parent === p) break;
+    p = parent;
   }
 }
 
@@ -46,9 +59,13 @@ export async function ensureDir(dir: string): Promise<void> {
  * Writes `chunks` to a new file atomically: `<file>.tmp`, write, fdatasync, rename, fsync dir.
  * After a crash the file either does not exist or is complete; a leftover .tmp is garbage.
  */
-export async function writeFileAtomic(file: string, chunks: readonly Uint8Array[]): Promise<void> {
+export async function writeFileAtomic(
+  fs: StorageFs,
+  file: string,
+  chunks: readonly Uint8Array[],
+): Promise<void> {
   const tmp = `${file}.tmp`;
-  const fh = await fsp.open(tmp, 'w');
+  const fh = await fs.open(tmp, 'w');
   try {
     let pos = 0;
     for (const c of chunks) pos += await writeAll(fh, [c], pos); // no concat: a snapshot may be large
@@ -56,24 +73,33 @@ export async function writeFileAtomic(file: string, chunks: readonly Uint8Array[
   } finally {
     await fh.close();
   }
-  await fsp.rename(tmp, file);
-  await fsyncDir(path.dirname(file));
+  await fs.rename(tmp, file);
+  await fs.syncDir(path.dirname(file));
 }
 
 /** Writes every byte of `chunks` at `position`, looping over short writes. Returns bytes written. */
 export async function writeAll(
-  fh: fsp.FileHandle,
+  fh: StorageFile,
   chunks: readonly Uint8Array[],
   position: number,
 ): Promise<number> {
   const buf = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks as Uint8Array[]);
   let done = 0;
   while (done < buf.length) {
-    const { bytesWritten } = await fh.write(buf, done, buf.length - done, position + done);
-    if (bytesWritten <= 0) throw new Error(`write made no progress at byte ${position + done}`);
-    done += bytesWritten;
+    const n = await fh.write(done === 0 ? buf : buf.subarray(done), position + done);
+    if (n <= 0) throw new Error(`write made no progress at byte ${position + done}`);
+    done += n;
   }
   return done;
+}
+
+/** Removes `file`; a missing file is not an error (rm --force). */
+export async function removeIfExists(fs: StorageFs, file: string): Promise<void> {
+  try {
+    await fs.unlink(file);
+  } catch (err) {
+    if (errCode(err) !== 'ENOENT') throw err;
+  }
 }
 
 export function errCode(err: unknown): string | undefined {

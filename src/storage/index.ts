@@ -17,6 +17,15 @@ export {
   StorageUsageError,
   WalCorruptionError,
 } from './errors.js';
+export {
+  nodeFs,
+  type OpenMode,
+  type StorageFile,
+  type StorageFileStat,
+  type StorageFs,
+} from './file-system.js';
+export { type LockOwner, processLockOwner } from './lock-file.js';
+export { type CrashOptions, MemoryFs, type MemoryFsFaults } from './memory-fs.js';
 export { UNKNOWN_VOTE } from './payload.js';
 export { SnapshotStore } from './snapshot-store.js';
 export {

@@ -5,12 +5,25 @@
 // A lock whose PID is not alive is stale (its owner crashed) and is taken over: it is renamed
 // away first, and if what was renamed turns out to be a live lock (another process took over in
 // between), it is put back and we give up.
-import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
 import { StorageConfigError, StorageLockedError } from './errors.js';
-import { errCode, fsyncDir } from './fs-util.js';
+import { nodeFs, type StorageFs } from './file-system.js';
+import { errCode, removeIfExists, writeAll } from './fs-util.js';
 
 export const LOCK_FILE_NAME = 'LOCK';
+
+/**
+ * Who takes the lock, and how to tell whether a recorded owner still runs. The real one is this
+ * process and `kill(pid, 0)`; a simulation that crashes and restarts nodes inside one process
+ * gives each incarnation its own number.
+ */
+export interface LockOwner {
+  /** Positive integer written into the lock file. */
+  readonly pid: number;
+  isAlive(pid: number): boolean;
+}
+
+export const processLockOwner: LockOwner = { pid: process.pid, isAlive };
 
 export class LockFile {
   private released = false;
@@ -18,14 +31,25 @@ export class LockFile {
     readonly file: string,
     /** The dead owner whose stale lock was taken over, if any. */
     readonly tookOverFrom: number | undefined,
+    private readonly fs: StorageFs,
+    private readonly owner: LockOwner,
   ) {}
 
   /** Takes the lock on `dir` (which must exist). Throws StorageLockedError if a live process holds it. */
-  static async acquire(dir: string): Promise<LockFile> {
+  static async acquire(
+    dir: string,
+    fs: StorageFs = nodeFs,
+    owner: LockOwner = processLockOwner,
+  ): Promise<LockFile> {
     const file = path.join(dir, LOCK_FILE_NAME);
-    const tmp = path.join(dir, `${LOCK_FILE_NAME}.${process.pid}.tmp`);
+    const tmp = path.join(dir, `${LOCK_FILE_NAME}.${owner.pid}.tmp`);
     try {
-      await fsp.writeFile(tmp, `${process.pid}\n`);
+      const fh = await fs.open(tmp, 'w');
+      try {
+        await writeAll(fh, [Buffer.from(`${owner.pid}\n`)], 0);
+      } finally {
+        await fh.close();
+      }
     } catch (err) {
       throw new StorageConfigError(`data dir ${dir} is not writable: ${(err as Error).message}`, {
         cause: err,
@@ -35,38 +59,38 @@ export class LockFile {
     try {
       for (let attempt = 0; attempt < 5; attempt++) {
         try {
-          await fsp.link(tmp, file);
-          await fsyncDir(dir);
-          return new LockFile(file, tookOverFrom);
+          await fs.link(tmp, file);
+          await fs.syncDir(dir);
+          return new LockFile(file, tookOverFrom, fs, owner);
         } catch (err) {
           if (errCode(err) !== 'EEXIST') throw err;
         }
-        const holder = await readPid(file);
+        const holder = await readPid(fs, file);
         if (holder === undefined) continue; // vanished between link and read: try again
-        if (isAlive(holder)) throw new StorageLockedError(file, holder);
+        if (owner.isAlive(holder)) throw new StorageLockedError(file, holder);
         // Stale: move it aside, then check that what we moved is the stale lock we looked at.
-        const aside = path.join(dir, `${LOCK_FILE_NAME}.stale.${process.pid}`);
+        const aside = path.join(dir, `${LOCK_FILE_NAME}.stale.${owner.pid}`);
         try {
-          await fsp.rename(file, aside);
+          await fs.rename(file, aside);
         } catch (err) {
           if (errCode(err) === 'ENOENT') continue;
           throw err;
         }
-        const moved = await readPid(aside);
-        if (moved !== undefined && moved !== holder && isAlive(moved)) {
+        const moved = await readPid(fs, aside);
+        if (moved !== undefined && moved !== holder && owner.isAlive(moved)) {
           // Another process took over and created a fresh lock in between: give it back.
-          await fsp.link(aside, file).catch(() => {});
-          await fsp.rm(aside, { force: true });
+          await fs.link(aside, file).catch(() => {});
+          await removeIfExists(fs, aside);
           throw new StorageLockedError(file, moved);
         }
-        await fsp.rm(aside, { force: true });
+        await removeIfExists(fs, aside);
         tookOverFrom = holder;
       }
       throw new StorageConfigError(
         `could not take the lock ${file}: it keeps changing (another process starting?)`,
       );
     } finally {
-      await fsp.rm(tmp, { force: true });
+      await removeIfExists(fs, tmp);
     }
   }
 
@@ -74,17 +98,17 @@ export class LockFile {
   async release(): Promise<void> {
     if (this.released) return;
     this.released = true;
-    if ((await readPid(this.file)) === process.pid) {
-      await fsp.rm(this.file, { force: true });
-      await fsyncDir(path.dirname(this.file));
+    if ((await readPid(this.fs, this.file)) === this.owner.pid) {
+      await removeIfExists(this.fs, this.file);
+      await this.fs.syncDir(path.dirname(this.file));
     }
   }
 }
 
-async function readPid(file: string): Promise<number | undefined> {
+async function readPid(fs: StorageFs, file: string): Promise<number | undefined> {
   let text: string;
   try {
-    text = await fsp.readFile(file, 'utf8');
+    text = (await fs.readFile(file)).toString('utf8');
   } catch (err) {
     if (errCode(err) === 'ENOENT') return undefined;
     throw err;

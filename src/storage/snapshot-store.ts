@@ -9,13 +9,13 @@
 //
 // crc32c covers bytes [8, 20) (version and lengths), the metadata and the data. Integers are
 // little-endian; metadata is msgpack [index, term, voters, learners].
-import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
 import { crc32c } from '@node-rs/crc32';
 import { Packr } from 'msgpackr';
 import type { Snapshot, SnapshotMetadata } from '../raft/types.js';
 import { SnapshotCorruptionError } from './errors.js';
-import { ensureDir, errCode, fsyncDir, writeFileAtomic } from './fs-util.js';
+import { nodeFs, type StorageFs } from './file-system.js';
+import { ensureDir, errCode, removeIfExists, writeFileAtomic } from './fs-util.js';
 
 const MAGIC = Buffer.from('FLOESNAP', 'ascii');
 const VERSION = 1;
@@ -108,27 +108,34 @@ export function decodeSnapshotFile(buf: Buffer, name: string): Snapshot {
 
 /** The snap/ directory. */
 export class SnapshotStore {
-  private constructor(readonly dir: string) {}
+  private constructor(
+    readonly dir: string,
+    private readonly fs: StorageFs,
+  ) {}
 
   /** Opens (creating) the directory and removes temp files left by interrupted writes. */
-  static async open(dir: string, warn: (message: string) => void = () => {}): Promise<SnapshotStore> {
-    await ensureDir(dir);
+  static async open(
+    dir: string,
+    warn: (message: string) => void = () => {},
+    fs: StorageFs = nodeFs,
+  ): Promise<SnapshotStore> {
+    await ensureDir(fs, dir);
     let removed = false;
-    for (const name of await fsp.readdir(dir)) {
+    for (const name of await fs.readdir(dir)) {
       if (name.endsWith('.tmp')) {
-        await fsp.rm(path.join(dir, name), { force: true });
+        await removeIfExists(fs, path.join(dir, name));
         warn(`removed leftover temporary snapshot file ${path.join(dir, name)} (an interrupted write)`);
         removed = true;
       }
     }
-    if (removed) await fsyncDir(dir);
-    return new SnapshotStore(dir);
+    if (removed) await fs.syncDir(dir);
+    return new SnapshotStore(dir, fs);
   }
 
   /** Snapshot files present, oldest (lowest index) first. */
   async list(): Promise<SnapshotFileRef[]> {
     const out: SnapshotFileRef[] = [];
-    for (const name of await fsp.readdir(this.dir)) {
+    for (const name of await this.fs.readdir(this.dir)) {
       const ref = parseSnapshotFileName(name);
       if (ref) out.push(ref);
     }
@@ -138,7 +145,7 @@ export class SnapshotStore {
   /** Writes the snapshot atomically; when it resolves the file is durable under its final name. */
   async save(snap: Snapshot): Promise<void> {
     const file = path.join(this.dir, snapshotFileName(snap.metadata.index, snap.metadata.term));
-    await writeFileAtomic(file, encodeSnapshotFile(snap));
+    await writeFileAtomic(this.fs, file, encodeSnapshotFile(snap));
   }
 
   /** Loads and verifies snapshot (index, term). Throws SnapshotCorruptionError if missing or bad. */
@@ -146,7 +153,7 @@ export class SnapshotStore {
     const file = path.join(this.dir, snapshotFileName(index, term));
     let buf: Buffer;
     try {
-      buf = await fsp.readFile(file);
+      buf = await this.fs.readFile(file);
     } catch (err) {
       if (errCode(err) === 'ENOENT') throw new SnapshotCorruptionError(file, 'file is missing');
       throw err;
@@ -159,18 +166,18 @@ export class SnapshotStore {
     const removed: string[] = [];
     for (const f of await this.list()) {
       if (keep.some((k) => k.index === f.index && k.term === f.term)) continue;
-      await fsp.rm(path.join(this.dir, f.name), { force: true });
+      await removeIfExists(this.fs, path.join(this.dir, f.name));
       removed.push(f.name);
     }
-    if (removed.length > 0) await fsyncDir(this.dir);
+    if (removed.length > 0) await this.fs.syncDir(this.dir);
     return removed;
   }
 
   /** Renames a bad snapshot to `<name>.corrupt` (kept for inspection, never loaded again). */
   async quarantine(index: number, term: number): Promise<string> {
     const file = path.join(this.dir, snapshotFileName(index, term));
-    await fsp.rename(file, `${file}.corrupt`);
-    await fsyncDir(this.dir);
+    await this.fs.rename(file, `${file}.corrupt`);
+    await this.fs.syncDir(this.dir);
     return `${file}.corrupt`;
   }
 }

@@ -4,13 +4,14 @@
 // and queues them; a single writer loop takes everything queued, writes it with one write() and
 // makes it durable with one fdatasync(), then resolves all of those appends together. Appends that
 // arrive while a write+fdatasync is in flight wait for the next round, so under load one fsync
-// covers many appends. I/O is fs.promises (libuv thread pool): the event loop keeps serving while
-// the disk works, and no worker thread has to copy buffers back and forth.
-import { promises as fsp } from 'node:fs';
+// covers many appends. I/O goes through the StorageFs seam; the real one is fs.promises (libuv
+// thread pool): the event loop keeps serving while the disk works, and no worker thread has to copy
+// buffers back and forth.
 import * as path from 'node:path';
 import type { ConfState, Entry, HardState } from '../raft/types.js';
 import { StorageClosedError, StorageConfigError, StorageFailedError } from './errors.js';
-import { ensureDir, errCode, fsyncDir, writeAll } from './fs-util.js';
+import { nodeFs, type StorageFile, type StorageFs } from './file-system.js';
+import { ensureDir, errCode, removeIfExists, writeAll } from './fs-util.js';
 import {
   encodeEntries,
   encodeHardState,
@@ -49,6 +50,8 @@ export interface WalOptions {
   bootstrapConf?: ConfState;
   /** Called with every non-fatal anomaly (torn tail cut, leftover temp file removed). Default: none. */
   onWarning?: (message: string) => void;
+  /** The file system. Default: the real one (`nodeFs`). */
+  fs?: StorageFs;
 }
 
 export type WalRecord =
@@ -154,9 +157,10 @@ export class Wal {
 
   private constructor(
     readonly dir: string,
+    private readonly fs: StorageFs,
     private readonly segmentBytes: number,
     private readonly segments: SegmentRef[],
-    private fh: fsp.FileHandle,
+    private fh: StorageFile,
     /** Bytes in the current (last) segment. */
     private size: number,
     /** Bytes of the current segment's header record. */
@@ -181,14 +185,15 @@ export class Wal {
       );
     }
     const warn = options.onWarning ?? (() => {});
-    await ensureDir(dir);
+    const fs = options.fs ?? nodeFs;
+    await ensureDir(fs, dir);
     const refs: SegmentRef[] = [];
-    for (const name of await fsp.readdir(dir)) {
+    for (const name of await fs.readdir(dir)) {
       const ref = parseSegmentFileName(name);
       if (ref) refs.push(ref);
       else if (name.endsWith('.tmp')) {
         // A segment whose creation was interrupted: it was never renamed into place, so never used.
-        await fsp.rm(path.join(dir, name), { force: true });
+        await removeIfExists(fs, path.join(dir, name));
         warn(`removed leftover temporary file ${path.join(dir, name)}`);
       } else warn(`ignoring unexpected file ${path.join(dir, name)} in the WAL directory`);
     }
@@ -202,8 +207,8 @@ export class Wal {
         snapshot: NO_SNAPSHOT,
         bootstrapConf: options.bootstrapConf ?? { voters: [], learners: [] },
       };
-      const seg = await createSegment(dir, 1, tail);
-      const wal = new Wal(dir, segmentBytes, [seg.ref], seg.fh, seg.size, seg.size, tail);
+      const seg = await createSegment(fs, dir, 1, tail);
+      const wal = new Wal(dir, fs, segmentBytes, [seg.ref], seg.fh, seg.size, seg.size, tail);
       wal.counters.segmentsCreated++;
       const state: WalState = {
         tail: { ...tail, hardState: { ...tail.hardState } },
@@ -223,7 +228,7 @@ export class Wal {
     for (let i = 0; i < refs.length; i++) {
       const ref = refs[i]!;
       const isLast = i === refs.length - 1;
-      const buf = await fsp.readFile(path.join(dir, ref.name));
+      const buf = await fs.readFile(path.join(dir, ref.name));
       torn = replayer.feed(ref, buf, isLast);
       if (isLast) {
         lastBytes = torn ? torn.offset : buf.length;
@@ -233,7 +238,7 @@ export class Wal {
     }
     const state = replayer.result()!;
     const last = refs[refs.length - 1]!;
-    const fh = await fsp.open(path.join(dir, last.name), 'r+');
+    const fh = await fs.open(path.join(dir, last.name), 'r+');
     let recovery: WalRecovery = { tailCut: false };
     try {
       if (torn) {
@@ -273,7 +278,7 @@ export class Wal {
       throw err;
     }
     const tail: WalTail = { ...state.tail, hardState: { ...state.tail.hardState } };
-    const wal = new Wal(dir, segmentBytes, refs, fh, lastBytes, lastHeaderBytes, tail);
+    const wal = new Wal(dir, fs, segmentBytes, refs, fh, lastBytes, lastHeaderBytes, tail);
     return { wal, state, torn, recovery };
   }
 
@@ -311,12 +316,12 @@ export class Wal {
     let deleted = 0;
     await this.task(async () => {
       while (this.segments.length > 1 && this.segments[1]!.firstIndex - 1 <= index) {
-        await fsp.unlink(path.join(this.dir, this.segments[0]!.name));
+        await this.fs.unlink(path.join(this.dir, this.segments[0]!.name));
         this.segments.shift();
         deleted++;
       }
       if (deleted > 0) {
-        await fsyncDir(this.dir);
+        await this.fs.syncDir(this.dir);
         this.counters.segmentsDeleted += deleted;
       }
     });
@@ -451,7 +456,7 @@ export class Wal {
     await this.fh.datasync();
     await this.fh.close();
     const prev = this.segments[this.segments.length - 1]!;
-    const seg = await createSegment(this.dir, prev.seq + 1, this.tail);
+    const seg = await createSegment(this.fs, this.dir, prev.seq + 1, this.tail);
     this.segments.push(seg.ref);
     this.fh = seg.fh;
     this.size = seg.size;
@@ -478,10 +483,11 @@ export class Wal {
  * rename, fsync the directory. A crash leaves either no segment or one with a complete header.
  */
 async function createSegment(
+  fs: StorageFs,
   dir: string,
   seq: number,
   tail: WalTail,
-): Promise<{ ref: SegmentRef; fh: fsp.FileHandle; size: number }> {
+): Promise<{ ref: SegmentRef; fh: StorageFile; size: number }> {
   const firstIndex = tail.lastIndex + 1;
   const name = segmentFileName(seq, firstIndex);
   const header = encodeFrame(
@@ -498,9 +504,9 @@ async function createSegment(
   const preamble = segmentPreamble();
   const final = path.join(dir, name);
   const tmp = `${final}.tmp`;
-  let fh: fsp.FileHandle;
+  let fh: StorageFile;
   try {
-    fh = await fsp.open(tmp, 'w');
+    fh = await fs.open(tmp, 'w');
   } catch (err) {
     throw new StorageConfigError(`cannot create WAL segment in ${dir}: ${asError(err).message}`, {
       cause: err,
@@ -509,11 +515,11 @@ async function createSegment(
   try {
     await writeAll(fh, [preamble, header], 0);
     await fh.datasync();
-    await fsp.rename(tmp, final);
-    await fsyncDir(dir);
+    await fs.rename(tmp, final);
+    await fs.syncDir(dir);
   } catch (err) {
     await fh.close();
-    if (errCode(err) !== 'ENOENT') await fsp.rm(tmp, { force: true });
+    if (errCode(err) !== 'ENOENT') await removeIfExists(fs, tmp);
     throw err;
   }
   return { ref: { seq, firstIndex, name }, fh, size: preamble.length + header.length };
