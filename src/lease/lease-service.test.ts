@@ -2,7 +2,12 @@ import { describe, expect, it } from 'vitest';
 import { encodeLeaseCommand } from '../state/leases/codec.js';
 import { LeaseStateMachine } from '../state/leases/lease-state-machine.js';
 import type { AcquireOk, LeaseResult } from '../state/leases/types.js';
-import { LeaseNotLeaderError, LeaseService, type LeaseServiceOptions } from './lease-service.js';
+import {
+  LeaseNotLeaderError,
+  LeaseReplyMismatchError,
+  LeaseService,
+  type LeaseServiceOptions,
+} from './lease-service.js';
 import { FakeTime, flush, InstantNode } from './test-doubles.js';
 
 const TTL = 10_000;
@@ -357,5 +362,82 @@ describe('LeaseService at scale', () => {
     expect(node.ops('expire')).toBe(2 * Math.ceil(n / 2 / 1024));
     expect(svc.stats.expiredLeases).toBe(n);
     expect(svc.stats.reschedules).toBe(n / 2); // nothing re-keyed twice
+  });
+});
+
+describe('LeaseService: every result must match the command it proposed (issue 9 item 1)', () => {
+  it("a node that answers a new acquire with another proposal's grant gets an internal error, never a grant", async () => {
+    const { svc, node } = setup();
+    const victim = await granted(svc, 'app', 'victim');
+    // The node hands bob's acquire the victim's (committed) grant.
+    node.substitute.push(victim);
+    const err = await svc.acquire({ app: 'app', nodeId: 'bob', requestId: 'bob-1' }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(LeaseReplyMismatchError);
+    expect((err as Error).message).toMatch(/^internal: reply does not match request: nodeId/);
+    // Same nodeId and requestId, another process incarnation: still not this request's grant.
+    const mine = await svc.acquire({ app: 'app', nodeId: 'carol', requestId: 'c', incarnation: 'inc-1' });
+    if (!mine.ok) throw new Error(mine.message);
+    node.substitute.push(mine);
+    await expect(
+      svc.acquire({ app: 'app', nodeId: 'carol', requestId: 'c', incarnation: 'inc-2' }),
+    ).rejects.toThrow(/reply does not match request: incarnation/);
+    node.substitute.push(mine);
+    await expect(
+      svc.acquire({ app: 'app', nodeId: 'carol', requestId: 'c2', incarnation: 'inc-1' }),
+    ).rejects.toThrow(/reply does not match request: requestId/);
+    node.substitute.push({
+      ok: true,
+      op: 'renew',
+      app: 'app',
+      workerId: 0,
+      token: 1,
+      ttlMs: TTL,
+      boundMs: 0,
+    });
+    await expect(svc.acquire({ app: 'app', nodeId: 'dave', requestId: 'd' })).rejects.toThrow(
+      /reply does not match request: op/,
+    );
+  });
+
+  it('checks renew, release, configurePool and expire results too', async () => {
+    const { svc, node, time } = setup();
+    const a = await granted(svc, 'app', 'a');
+    const b = await granted(svc, 'app', 'b');
+    const wrongRenew = {
+      ok: true,
+      op: 'renew',
+      app: 'app',
+      workerId: b.workerId,
+      token: b.token,
+      ttlMs: TTL,
+      boundMs: 9,
+    };
+    node.substitute.push(wrongRenew);
+    await expect(
+      svc.renew({ app: 'app', workerId: a.workerId, token: a.token, boundMs: time.wallMs() + 5000 }),
+    ).rejects.toBeInstanceOf(LeaseReplyMismatchError);
+    node.substitute.push({
+      ok: true,
+      op: 'release',
+      app: 'app',
+      workerId: b.workerId,
+      highWaterMs: 0,
+      alreadyReleased: false,
+    });
+    await expect(svc.release({ app: 'app', workerId: a.workerId, token: a.token })).rejects.toThrow(
+      /reply does not match request: workerId/,
+    );
+    node.substitute.push({ ok: true, op: 'configurePool', app: 'other', bits: 4, datacenterBits: 0 });
+    await expect(svc.configurePool('app', 4)).rejects.toBeInstanceOf(LeaseReplyMismatchError);
+    // A refusal cannot be attributed to a request, but is never a grant: it passes through.
+    node.substitute.push({ ok: false, code: 'pool_exhausted', message: 'full' });
+    expect(await svc.acquire({ app: 'app', nodeId: 'e', requestId: 'e' })).toMatchObject({ ok: false });
+    // An expire answered with another command's result counts as failed and is tried again.
+    node.substitute.push(wrongRenew);
+    await time.advance(TTL + 1);
+    expect(svc.stats.expiredLeases).toBe(0);
+    await time.advance(2000);
+    expect(svc.stats.expireProposals).toBeGreaterThanOrEqual(2);
+    expect(svc.stats.expiredLeases).toBe(2);
   });
 });

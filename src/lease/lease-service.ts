@@ -4,6 +4,7 @@ import type { LeaseStateMachine } from '../state/leases/lease-state-machine.js';
 import {
   type AcquireOk,
   type ConfigurePoolOk,
+  type ExpireOk,
   type LeaseError,
   type LeaseEvent,
   type LeaseGrant,
@@ -76,8 +77,10 @@ export interface AcquireRequest {
   app: string;
   nodeId: string;
   ttlMs?: number;
-  /** Idempotency key: the same requestId retried gets the same lease. Send one from SDKs. */
+  /** Idempotency key: the same requestId retried (by the same incarnation) gets the same lease. Send one from SDKs. */
   requestId?: string;
+  /** The calling process's incarnation id: a retry is answered with the live grant only to the same incarnation. */
+  incarnation?: string;
   /** First promise: highest timestamp the holder will use before its first renewal. */
   boundMs?: number;
 }
@@ -106,6 +109,39 @@ export interface ServiceRenewOk extends RenewOk {
 export interface LeaseListing extends LeaseGrant {
   /** Time left on the leader's monotonic deadline; undefined while the leader has not tracked it yet. */
   remainingMs: number | undefined;
+}
+
+/**
+ * The node resolved a proposal with a result that is not this command's (another op, app, nodeId,
+ * requestId, incarnation, worker ID or token). Never handed to a caller as a grant: servers answer
+ * it as an internal error (HTTP 500, RESP `-ERR internal: ...`); the caller may retry.
+ */
+export class LeaseReplyMismatchError extends Error {
+  constructor(
+    readonly field: string,
+    readonly expected: unknown,
+    readonly got: unknown,
+  ) {
+    super(
+      `internal: reply does not match request: ${field} is ${JSON.stringify(got)}, the request's is ${JSON.stringify(expected)}`,
+    );
+    this.name = 'LeaseReplyMismatchError';
+  }
+}
+
+/**
+ * Throws LeaseReplyMismatchError unless `r` is a refusal or a result of the same op whose fields
+ * equal `expect`'s. A refusal cannot be attributed to a request, but it is never a grant.
+ */
+function matchResult(r: unknown, op: string, expect: Record<string, unknown>): void {
+  if (typeof r !== 'object' || r === null) throw new LeaseReplyMismatchError('result', 'an object', r);
+  const o = r as Record<string, unknown>;
+  if (o.ok === false) return;
+  if (o.ok !== true) throw new LeaseReplyMismatchError('ok', true, o.ok);
+  if (o.op !== op) throw new LeaseReplyMismatchError('op', op, o.op);
+  for (const [k, v] of Object.entries(expect)) {
+    if (o[k] !== v) throw new LeaseReplyMismatchError(k, v, o[k]);
+  }
 }
 
 /** A leader-only call reached a node that is not (or is no longer) the leader. */
@@ -272,8 +308,15 @@ export class LeaseService {
       ttlMs,
       requestId,
       ...(req.boundMs === undefined ? {} : { boundMs: req.boundMs }),
+      ...(req.incarnation === undefined ? {} : { incarnation: req.incarnation }),
     });
     const r = (await this.node.propose(cmd)) as LeaseResult;
+    this.checkResult(r, 'acquire', {
+      app: req.app,
+      nodeId: req.nodeId,
+      requestId,
+      incarnation: req.incarnation ?? '',
+    });
     if (!r.ok || r.op !== 'acquire') return r as LeaseError;
     if (this.leading) {
       // New grants were tracked when applied. A retried acquire re-answers a live lease, and the
@@ -314,6 +357,7 @@ export class LeaseService {
       const r = (await this.node.propose(
         encodeLeaseCommand({ op: 'renew', app, workerId, token, boundMs: req.boundMs as number }),
       )) as LeaseResult;
+      this.checkResult(r, 'renew', { app, workerId, token });
       if (!r.ok || r.op !== 'renew') return r as LeaseError;
       if (epoch !== this.epoch || !this.leading) throw this.notLeader();
       const t = this.trackedForRenewal(app, workerId, token);
@@ -354,6 +398,7 @@ export class LeaseService {
         lastTimestampMs: req.lastTimestampMs ?? 0,
       }),
     )) as LeaseResult;
+    this.checkResult(r, 'release', { app: req.app, workerId: req.workerId });
     return r as ReleaseOk | LeaseError;
   }
 
@@ -362,6 +407,7 @@ export class LeaseService {
     const r = (await this.node.propose(
       encodeLeaseCommand({ op: 'configurePool', app, bits, datacenterBits }),
     )) as LeaseResult;
+    this.checkResult(r, 'configurePool', { app, bits, datacenterBits });
     return r as ConfigurePoolOk | LeaseError;
   }
 
@@ -618,7 +664,21 @@ export class LeaseService {
       .then((res) => {
         if (epoch !== this.epoch) return;
         const r = res as LeaseResult;
+        this.checkResult(r, 'expire', {});
         if (!r.ok) throw new Error(`expire refused: ${r.code}: ${r.message}`);
+        const items = (r as ExpireOk).items;
+        if (
+          !Array.isArray(items) ||
+          items.length !== batch.length ||
+          items.some(
+            (it, i) =>
+              it.app !== batch[i]!.app || it.workerId !== batch[i]!.workerId || it.token !== batch[i]!.token,
+          )
+        ) {
+          const err = new LeaseReplyMismatchError('items', 'the proposed expire items', items);
+          this.onError(`lease expire: ${err.message}`, err);
+          throw err;
+        }
         // Expired leases were untracked when applied; the rest were no longer live with that
         // token (released or re-granted meanwhile): nothing left to watch.
         for (const t of batch) if (this.find(t.app, t.workerId) === t) this.untrack(t);
@@ -638,6 +698,16 @@ export class LeaseService {
   }
 
   // ---- helpers -------------------------------------------------------------------------------
+
+  /** matchResult, and a mismatch is reported through onError (the node's log) before it is thrown. */
+  private checkResult(r: unknown, op: string, expect: Record<string, unknown>): void {
+    try {
+      matchResult(r, op, expect);
+    } catch (err) {
+      this.onError(`lease ${op}: ${(err as Error).message}`, err);
+      throw err;
+    }
+  }
 
   private requireLeader(): void {
     if (!this.leading || !this.node.isLeader()) throw this.notLeader();

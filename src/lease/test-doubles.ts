@@ -86,6 +86,11 @@ export class InstantNode implements LeaseNode {
   readMode: 'open' | 'hold' | 'fail' = 'open';
   /** Ops whose next proposal fails (outcome: not committed). */
   readonly failNext = new Set<string>();
+  /**
+   * Results handed to the next proposals instead of their own, without applying them: what a node
+   * does when it matches a proposal to another one's applied entry (issue 9 item 1).
+   */
+  readonly substitute: unknown[] = [];
   private held: Held[] = [];
   private heldReads: Array<{ resolve(): void; reject(e: Error): void }> = [];
   private readonly roleListeners: Array<(isLeader: boolean) => void> = [];
@@ -104,6 +109,7 @@ export class InstantNode implements LeaseNode {
     const op = String((unpack(command) as { op?: unknown }).op);
     this.proposalsByOp.set(op, (this.proposalsByOp.get(op) ?? 0) + 1);
     if (this.failNext.delete(op)) return Promise.reject(new Error(`fake node: ${op} proposal dropped`));
+    if (this.substitute.length > 0) return Promise.resolve(this.substitute.shift());
     if (this.holdProposals)
       return new Promise((resolve, reject) => this.held.push({ command, resolve, reject }));
     return Promise.resolve(this.applyNow(command));

@@ -1,4 +1,4 @@
-import type { LeaseService } from '../lease/lease-service.js';
+import { LeaseReplyMismatchError, type LeaseService } from '../lease/lease-service.js';
 import { NotLeaderError } from '../node/errors.js';
 import type { FloeNode } from '../node/node.js';
 import type { AuthStateMachine, Permission } from '../state/auth/index.js';
@@ -70,6 +70,8 @@ export function respBackendOf(s: FloeServices): RespBackend {
     } catch (err) {
       if (err instanceof LeaseRefusedError)
         throw new BackendError('ERR', `${err.refusal.code}: ${err.message}`);
+      // Already logged by the lease service; never a grant.
+      if (err instanceof LeaseReplyMismatchError) throw new BackendError('ERR', err.message);
       throw err;
     }
   };
@@ -109,9 +111,12 @@ export function respBackendOf(s: FloeServices): RespBackend {
             nodeId: req.nodeId,
             ttlMs: req.ttlMs,
             requestId: req.requestId,
+            incarnation: req.incarnation,
           }),
         );
-        return reply(r);
+        const out = reply(r);
+        // Echoed so that a client can check the grant answers its own request.
+        return { ...out, extra: { ...out.extra, request_id: r.requestId, incarnation: r.incarnation } };
       }),
     workerRenew: (req: WorkerRenewRequest) =>
       call(async () => {

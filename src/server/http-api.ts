@@ -124,12 +124,22 @@ export function registerFloeApi(
 
   app.post<{
     Params: AppParams;
-    Body: { nodeId?: unknown; ttlMs?: unknown; requestId?: unknown; boundMs?: unknown };
+    Body: {
+      nodeId?: unknown;
+      ttlMs?: unknown;
+      requestId?: unknown;
+      boundMs?: unknown;
+      incarnation?: unknown;
+    };
   }>('/v1/apps/:app/workers/acquire', async (req, reply) => {
     if (!allowed(req, reply, req.params.app, 'acquire')) return reply;
     const b = req.body ?? {};
     if (typeof b.nodeId !== 'string')
       return reply.code(400).send({ error: 'invalid_argument', message: 'nodeId must be a string' });
+    if (b.incarnation !== undefined && typeof b.incarnation !== 'string')
+      return reply
+        .code(400)
+        .send({ error: 'invalid_argument', message: 'incarnation must be a string of 1..128 characters' });
     try {
       return unwrap(
         await leases.acquire({
@@ -138,6 +148,7 @@ export function registerFloeApi(
           ttlMs: optInt(b.ttlMs),
           requestId: typeof b.requestId === 'string' ? b.requestId : undefined,
           boundMs: optInt(b.boundMs),
+          incarnation: b.incarnation,
         }),
       );
     } catch (err) {

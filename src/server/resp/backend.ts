@@ -86,8 +86,10 @@ export interface WorkerAcquireRequest {
   nodeId: string;
   /** TTL option; undefined = the app's default. Positive integer ms. */
   ttlMs?: number;
-  /** REQID option: idempotency key; the same nodeId and REQID retried get the same lease. */
+  /** REQID option: idempotency key; the same nodeId, REQID and INCARNATION retried get the same lease. */
   requestId?: string;
+  /** INCARNATION option: the calling process's id; a REQID retry is answered only to the same incarnation. */
+  incarnation?: string;
   /** The authenticated user (undefined when auth is off). */
   user?: string;
 }

@@ -15,19 +15,28 @@ export const workerCommands: CommandSpecInput[] = [
     firstKey: 1,
     group: 'floe',
     summary:
-      'WORKER.ACQUIRE app nodeId [TTL ms] [REQID id]: lease a worker ID of app to instance nodeId (REQID makes retries idempotent).',
+      'WORKER.ACQUIRE app nodeId [TTL ms] [REQID id] [INCARNATION id]: lease a worker ID of app to instance nodeId (REQID makes retries by the same INCARNATION idempotent).',
     since: '0.1.0',
     handler: async (ctx, args) => {
       const app = appArg(args[1]);
       const nodeId = text(args[2]);
       if (nodeId.length === 0) throw new RespError('ERR nodeId must not be empty');
-      const opts = parseOptions(args, 3, ['ttl', 'reqid']);
+      const opts = parseOptions(args, 3, ['ttl', 'reqid', 'incarnation']);
       const ttlMs = positiveMs(opts.get('ttl'), 'TTL');
       const reqid = opts.get('reqid');
       const requestId = reqid === undefined ? undefined : text(reqid);
+      const inc = opts.get('incarnation');
+      const incarnation = inc === undefined ? undefined : text(inc);
       authorize(ctx, app, 'acquire');
       return leaseRecord(
-        await ctx.server.backend.workerAcquire({ app, nodeId, ttlMs, requestId, user: ctx.session.user }),
+        await ctx.server.backend.workerAcquire({
+          app,
+          nodeId,
+          ttlMs,
+          requestId,
+          incarnation,
+          user: ctx.session.user,
+        }),
       );
     },
   },
