@@ -428,3 +428,59 @@ describe('Snowflake: nextBatch', () => {
     expect(() => g.nextBatch(1)).toThrow(CeilingReachedError);
   });
 });
+
+describe('Snowflake: guard hook', () => {
+  it('is called with the clock reading on every slow path and after every wait, never on the fast path', () => {
+    const seen: number[] = [];
+    const { clock, g } = gen({ layout: tiny, guard: (now) => seen.push(now) });
+    g.next(); // first ID: slow path
+    expect(seen).toEqual([T0]);
+    g.next();
+    g.next();
+    g.next(); // same tick, sequence left: fast path
+    expect(seen).toEqual([T0]);
+    g.next(); // tick used up: slow path, then a wait for the next tick, then the guard again
+    expect(seen).toEqual([T0, T0, T0 + 1]);
+    expect(clock.waits).toBe(1);
+  });
+
+  it('aborts a call when it throws, before any ID is issued, also after a wait and inside fill()', () => {
+    let stopAt = Number.POSITIVE_INFINITY;
+    const { clock, g } = gen({
+      layout: tiny,
+      guard: (now) => {
+        if (now >= stopAt) throw new Error('stop');
+      },
+    });
+    const first = g.next();
+    stopAt = T0 + 1; // the next tick is past the stop: the wait ends in the guard
+    g.next();
+    g.next();
+    g.next();
+    expect(() => g.next()).toThrow('stop');
+    expect(g.lastTimestamp).toBe(T0);
+    expect(() => g.nextBatch(10)).toThrow('stop');
+    expect(() => g.fill(new BigInt64Array(10))).toThrow('stop');
+    expect(g.lastTimestamp).toBe(T0);
+    stopAt = Number.POSITIVE_INFINITY;
+    clock.set(T0 + 5);
+    expect(g.next() > first).toBe(true);
+  });
+
+  it('recheck() sends the next call through the guard inside the current tick, once', () => {
+    const seen: number[] = [];
+    const { g } = gen({ guard: (now) => seen.push(now) });
+    g.next();
+    g.next();
+    expect(seen).toHaveLength(1);
+    g.recheck();
+    g.next();
+    expect(seen).toHaveLength(2);
+    g.next(); // back on the fast path
+    expect(seen).toHaveLength(2);
+  });
+
+  it('refuses a guard that is not a function', () => {
+    expect(() => gen({ guard: 5 as unknown as () => void })).toThrow(OptionError);
+  });
+});

@@ -57,6 +57,15 @@ export interface SnowflakeOptions {
    * cluster. Needing a later tick throws `CeilingReachedError`. Raise later with `setCeiling`.
    */
   ceiling?: number;
+  /**
+   * Called with the clock's reading each time the generator leaves its fast path (a new tick, a used-up tick, a
+   * clock behind its last reading, or after `recheck()`) and again after every wait inside `next()`, `nextBatch()`
+   * and `fill()`, before an ID is issued. Throwing from it aborts the call before any ID is issued (a lease uses it
+   * to stop at its deadline). The fast path (same tick, sequence left) does not call it: it continues for at most
+   * the rest of the current tick, or `maxLeadMs` + one tick in borrow mode, or 2^sequenceBits IDs while the clock
+   * stands still.
+   */
+  guard?: (nowMs: number) => void;
 }
 
 export const DEFAULT_BACKWARDS_TOLERANCE_MS = 5;
@@ -84,6 +93,7 @@ export class Snowflake {
   readonly onSequenceExhausted: ExhaustedMode;
   readonly backwardsToleranceMs: number;
   readonly maxLeadMs: number;
+  private readonly guard: ((nowMs: number) => void) | undefined;
 
   // Hot state. `tick` is the last tick used (or the floor's tick, marked used up); `seq` the last sequence in it.
   private tick: number;
@@ -129,6 +139,10 @@ export class Snowflake {
       options.backwardsToleranceMs ?? DEFAULT_BACKWARDS_TOLERANCE_MS,
     );
     this.maxLeadMs = nonNegative('maxLeadMs', options.maxLeadMs ?? DEFAULT_MAX_LEAD_MS);
+    if (options.guard !== undefined && typeof options.guard !== 'function') {
+      throw new OptionError('guard', 'a function', options.guard);
+    }
+    this.guard = options.guard;
     this.maxSeq = layout.maxSequence;
     this.seqStep = 1n << BigInt(layout.sequenceShift);
     this.seqStepNum = 2 ** layout.sequenceShift;
@@ -275,7 +289,16 @@ export class Snowflake {
     if (this.ceilingTick < this.tick) this.seq = this.maxSeq;
   }
 
+  /**
+   * Sends the next call down the slow path (and so through `guard`) even inside the current tick, e.g. once a lease
+   * is lost, so that generation stops at once rather than at the end of the tick.
+   */
+  recheck(): void {
+    this.tickEndMs = Number.NEGATIVE_INFINITY;
+  }
+
   private nextSlow(now: number): bigint {
+    this.guard?.(now);
     for (;;) {
       if (!(now >= this.refMs)) {
         if (!Number.isFinite(now)) throw new OptionError('clock.now()', 'a finite number of ms', now);
@@ -299,6 +322,7 @@ export class Snowflake {
       const nowTick = this.tickOf(now);
       if (nowTick > this.tick) return this.startTick(nowTick);
       if (this.seq < this.maxSeq) {
+        this.tickEndMs = this.epochMs + (this.tick + 1) * this.unitMs; // undoes recheck()
         this.seq++;
         this.cur += this.seqStep;
         return this.cur;
@@ -337,7 +361,10 @@ export class Snowflake {
     }
   }
 
-  /** Wait until the clock reads >= target; return early if it falls back beyond the tolerance (caller throws). */
+  /**
+   * Wait until the clock reads >= target; return early if it falls back beyond the tolerance (caller throws). The
+   * guard sees the reading after the wait: time went by since it last passed.
+   */
   private waitFor(target: number): number {
     const clock = this.clock;
     const giveUpBelow = this.refMs - this.backwardsToleranceMs;
@@ -346,6 +373,7 @@ export class Snowflake {
       clock.waitUntil?.(target);
       now = clock.now();
     }
+    this.guard?.(now);
     return now;
   }
 
