@@ -18,6 +18,8 @@ export type LeaseLostReason =
   | 'stale_token'
   | 'not_held'
   | 'lease_expired'
+  /** Another process took over the lease cache's lock (this process's lock was judged stale). */
+  | 'cache_lock_lost'
   /** `release()` was called. */
   | 'released';
 
@@ -80,4 +82,50 @@ export class ClientOptionError extends FloeClientError {
   ) {
     super('ERR_CLIENT_OPTION', `invalid option: ${field} = ${String(value)}; allowed: ${allowed}`);
   }
+}
+
+/**
+ * A reply that does not answer this request (another op, app, nodeId, requestId, incarnation, worker ID, token or
+ * TTL): e.g. a node that matched the request to another proposal's result. It is never used: an acquire rejects with
+ * it, a renewal counts as failed (`renewFailed`) and the deadline stays, a release rejects with it.
+ */
+export class ReplyMismatchError extends FloeClientError {
+  constructor(
+    readonly path: string,
+    readonly field: string,
+    readonly expected: unknown,
+    readonly got: unknown,
+  ) {
+    super(
+      'ERR_REPLY_MISMATCH',
+      `${path}: reply does not match request: ${field} is ${show(got)}, expected ${show(expected)}; the reply was not used`,
+    );
+  }
+}
+
+/**
+ * Another live process holds the lease cache's lock (`<cachePath>.lock`): two processes must never share one cache,
+ * or they would share its lease. Thrown after waiting `cacheLockWaitMs`; this process did not read or write the cache.
+ */
+export class CacheLockedError extends FloeClientError {
+  constructor(
+    readonly cachePath: string,
+    readonly lockPath: string,
+    readonly holderPid: number,
+    detail: string,
+    waitedMs: number,
+  ) {
+    super(
+      'ERR_CACHE_LOCKED',
+      `lease cache ${cachePath} is in use by pid ${holderPid} (${detail}); waited ${Math.round(waitedMs)} ms for its ` +
+        `lock ${lockPath}. Give every process its own cachePath, or stop the other process first`,
+    );
+  }
+}
+
+function show(v: unknown): string {
+  if (typeof v === 'string') return JSON.stringify(v.length > 60 ? `${v.slice(0, 60)}…` : v);
+  if (v === undefined) return 'missing';
+  if (typeof v === 'object' && v !== null) return 'an object';
+  return String(v);
 }

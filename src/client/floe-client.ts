@@ -1,10 +1,24 @@
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { type Clock, systemClock } from '../id/index.js';
+import { CacheLock } from './cache-lock.js';
 import { hrtimeMonotonic, type MonotonicClock, readBootId } from './clocks.js';
 import { ClientOptionError, FloeRequestError, FloeUnavailableError } from './errors.js';
 import { type FetchLike, HttpTransport } from './http-transport.js';
-import { readLeaseCache } from './lease-cache.js';
-import { type GrantInfo, type LeaseContext, WorkerLease } from './worker-lease.js';
+import { type LeaseCacheRecord, readLeaseCache } from './lease-cache.js';
+import {
+  checkReply,
+  type GrantInfo,
+  type LeaseContext,
+  type LeaseTuning,
+  num,
+  WorkerLease,
+} from './worker-lease.js';
+
+/**
+ * This process's incarnation: 128 random bits, fixed for the life of the process. The cluster answers a retried
+ * acquire (same requestId) with the live grant only when it comes from the same incarnation.
+ */
+export const PROCESS_INCARNATION: string = randomBytes(16).toString('hex');
 
 export interface FloeClientOptions {
   /** Any nodes of the cluster, `host:port` of their HTTP listener (or `http://host:port`). At least one. */
@@ -16,7 +30,10 @@ export interface FloeClientOptions {
   requestTimeoutMs?: number;
   /** Wall clock for IDs and bounds. Default `systemClock` (Date.now). */
   clock?: Clock;
-  /** Monotonic clock (ms) for deadlines. Default CLOCK_MONOTONIC via `process.hrtime`. */
+  /**
+   * Monotonic clock (ms) for deadlines. Default CLOCK_MONOTONIC via `process.hrtime`. Only the default is trusted to
+   * be shared by every process of a boot: with any other clock, a cached lease is resumed on the wall clock alone.
+   */
   monotonic?: MonotonicClock;
   /** Boot ID that makes cached monotonic deadlines comparable; default `/proc/sys/kernel/random/boot_id`. */
   bootId?: string;
@@ -28,6 +45,11 @@ export interface FloeClientOptions {
   sleep?: (ms: number) => Promise<void>;
   /** Default Math.random. */
   random?: () => number;
+  /**
+   * This process's incarnation id (1..128 characters), sent with every acquire. Default: `PROCESS_INCARNATION`, 128
+   * random bits per process. Two processes must never share one.
+   */
+  incarnation?: string;
 }
 
 export interface LeaseWorkerOptions {
@@ -37,11 +59,15 @@ export interface LeaseWorkerOptions {
   /** Lease TTL (ms). Default 10,000; the cluster allows [1,000, 3,600,000]. */
   ttlMs?: number;
   /**
-   * File to cache the lease in (seed 001). A restarted instance asks for the cached lease back (same requestId), and
-   * may resume from the cache alone while the cluster is unreachable, until the cached safe deadline.
+   * File to cache the lease in (seed 001). One process at a time uses it (an exclusive lock, `<cachePath>.lock`). A
+   * restarted instance ends the cached lease (release with its token) and acquires again (usually the same worker
+   * ID, with a new token above everything the previous process may have used); while the cluster is unreachable it
+   * may resume from the cache alone, until the cached safe deadline.
    */
   cachePath?: string;
-  /** Stop this long before sent-time + TTL (ms). Default TTL/10 + 100; allowed [0, TTL/2]. */
+  /** With a cache: how long to wait for another live process to let go of the cache's lock. Default TTL + 2,000. */
+  cacheLockWaitMs?: number;
+  /** Stop this long before sent-time + TTL (ms). Default TTL/10 + 100; allowed [TTL/100 + 50, TTL/2]. */
   safetyMarginMs?: number;
   /**
    * How far ahead of the clock bounds are promised (ms); a new bound is promised when less than half is left.
@@ -49,18 +75,17 @@ export interface LeaseWorkerOptions {
    * 3,000,000]. Below 2 x TTL a long outage can stop generation with `CeilingReachedError` before the deadline.
    */
   boundWindowMs?: number;
-  /** Renewal period (ms). Default TTL/3; allowed [10, TTL/2]. */
+  /**
+   * Renewal period (ms). Default TTL/3; allowed [10, (TTL - safetyMarginMs)/2], so that a failed renewal can be
+   * retried before the deadline (a margin of TTL/2 with renewals every TTL/2 would make the lease flap).
+   */
   renewEveryMs?: number;
   /** How long to keep trying to acquire (unreachable cluster, or our own previous lease still held). Default TTL + 2,000. */
   acquireTimeoutMs?: number;
   /** With a cache: how much earlier than the cached wall-clock deadline to give up when the boot changed. Default TTL/10. */
   cacheWallMarginMs?: number;
-  /** Idempotency key of the acquire (default: the cached one, else a random UUID). */
+  /** Idempotency key of the acquire (default: a random UUID per call). */
   requestId?: string;
-}
-
-interface AcquireReply extends GrantInfo {
-  retried: boolean;
 }
 
 /**
@@ -76,6 +101,8 @@ interface AcquireReply extends GrantInfo {
  */
 export class FloeClient {
   readonly transport: HttpTransport;
+  /** Sent with every acquire: a retried requestId is answered with the live grant only to this incarnation. */
+  readonly incarnation: string;
   private readonly ctx: LeaseContext;
   private readonly sleep: (ms: number) => Promise<void>;
   private readonly leases = new Set<WorkerLease>();
@@ -85,7 +112,13 @@ export class FloeClient {
       throw new ClientOptionError('endpoints', 'a non-empty list of host:port', options?.endpoints);
     }
     const requestTimeoutMs = inRange('requestTimeoutMs', options.requestTimeoutMs ?? 2000, 50, 60_000);
+    const incarnation = options.incarnation ?? PROCESS_INCARNATION;
+    if (typeof incarnation !== 'string' || incarnation.length < 1 || incarnation.length > 128) {
+      throw new ClientOptionError('incarnation', 'a string of 1..128 characters', incarnation);
+    }
+    this.incarnation = incarnation;
     const mono = options.monotonic ?? hrtimeMonotonic;
+    const wall = options.clock ?? systemClock;
     this.sleep = options.sleep ?? ((ms) => new Promise((r) => setTimeout(r, ms)));
     this.transport = new HttpTransport({
       endpoints: options.endpoints,
@@ -94,13 +127,15 @@ export class FloeClient {
       requestTimeoutMs,
       fetch: options.fetch ?? (globalThis.fetch as unknown as FetchLike),
       monotonic: mono,
+      wall: () => wall.now(),
       sleep: this.sleep,
       random: options.random ?? Math.random,
     });
     this.ctx = {
       transport: this.transport,
-      wall: options.clock ?? systemClock,
+      wall,
       mono,
+      systemMonotonic: mono === hrtimeMonotonic,
       bootId: options.bootId ?? readBootId(),
       requestTimeoutMs,
       setTimer:
@@ -115,60 +150,123 @@ export class FloeClient {
 
   /**
    * Leases a worker ID of `app` for this instance and keeps renewing it. Rejects with `FloeRequestError`
-   * (e.g. `pool_exhausted`, `unauthorized`) or `FloeUnavailableError` (no cached lease to fall back on).
+   * (e.g. `pool_exhausted`, `unauthorized`, `lease_held` when another live process holds this nodeId's lease),
+   * `FloeUnavailableError` (no cached lease to fall back on), `CacheLockedError` (another live process uses
+   * `cachePath`), `ReplyMismatchError` (the cluster's reply did not answer this request) or `ClientOptionError`.
    */
   async leaseWorker(o: LeaseWorkerOptions): Promise<WorkerLease> {
     const ttlMs = inRange('ttlMs', o.ttlMs ?? 10_000, 1000, 3_600_000);
+    // The margin covers clock-rate differences and timer delays: 1 % of the TTL (20 x the worst NTP slew) + 50 ms.
+    const safetyMarginMs = inRange(
+      'safetyMarginMs',
+      o.safetyMarginMs ?? Math.floor(ttlMs / 10) + 100,
+      Math.ceil(ttlMs / 100) + 50,
+      ttlMs / 2,
+    );
     const tuning = {
       nodeId: o.nodeId,
-      safetyMarginMs: inRange(
-        'safetyMarginMs',
-        o.safetyMarginMs ?? Math.floor(ttlMs / 10) + 100,
-        0,
-        ttlMs / 2,
-      ),
+      safetyMarginMs,
       boundWindowMs: inRange(
         'boundWindowMs',
         o.boundWindowMs ?? Math.min(3_000_000, Math.max(30_000, 3 * ttlMs)),
         1000,
         3_000_000,
       ),
-      renewEveryMs: inRange('renewEveryMs', o.renewEveryMs ?? Math.floor(ttlMs / 3), 10, ttlMs / 2),
+      // At most half of what is left after the margin: a failed renewal gets another try before the deadline.
+      renewEveryMs: inRange(
+        'renewEveryMs',
+        o.renewEveryMs ?? Math.floor(ttlMs / 3),
+        10,
+        Math.floor((ttlMs - safetyMarginMs) / 2),
+      ),
       cachePath: o.cachePath,
     };
     const acquireTimeoutMs = inRange('acquireTimeoutMs', o.acquireTimeoutMs ?? ttlMs + 2000, 0, 3_600_000);
+    const cacheWallMarginMs = inRange(
+      'cacheWallMarginMs',
+      o.cacheWallMarginMs ?? Math.floor(ttlMs / 10),
+      0,
+      3_600_000,
+    );
+    const cacheLockWaitMs = inRange('cacheLockWaitMs', o.cacheLockWaitMs ?? ttlMs + 2000, 0, 3_600_000);
     const { wall, mono } = this.ctx;
-    const cached = o.cachePath ? readLeaseCache(o.cachePath, o.app, o.nodeId) : undefined;
-    const requestId = o.requestId ?? cached?.requestId ?? randomUUID();
-    const started = mono();
-    for (;;) {
-      try {
-        const r = await this.transport.post<AcquireReply>(
-          `/v1/apps/${encodeURIComponent(o.app)}/workers/acquire`,
-          { nodeId: o.nodeId, ttlMs, requestId, boundMs: Math.ceil(wall.now() + tuning.boundWindowMs) },
-          { budgetMs: Math.max(0, acquireTimeoutMs - (mono() - started)) },
-        );
-        // The same worker ID as the cache: the previous incarnation may have used timestamps up to usedUpToMs.
-        const sameWorker = cached !== undefined && cached.workerId === r.body.workerId;
-        const floorMs = Math.max(r.body.highWaterMs, sameWorker ? cached.usedUpToMs : 0);
-        const lease = this.track(
-          new WorkerLease(this.ctx, { ...tuning, requestId }, r.body, { sentAtMono: r.sentAtMono, floorMs }),
-        );
-        // Headroom below half the window (the mark was ahead of our clock): promise a new bound before returning.
-        if (lease.boundMs - (wall.now() + lease.leadMs) < tuning.boundWindowMs / 2) await lease.renewNow();
-        return lease;
-      } catch (e) {
-        const left = acquireTimeoutMs - (mono() - started);
-        if (e instanceof FloeRequestError && e.serverCode === 'lease_held' && left > 0) {
-          await this.sleep(Math.min(250, left)); // our previous incarnation's lease: it ends within one TTL
-          continue;
+    // Only the holder of the cache's lock reads or writes the cache: two processes on one cache would share a lease.
+    const lock = o.cachePath
+      ? await CacheLock.acquire(o.cachePath, {
+          waitMs: cacheLockWaitMs,
+          ttlMs,
+          bootId: this.ctx.bootId,
+          mono,
+          sleep: this.sleep,
+        })
+      : undefined;
+    try {
+      // Holding the lock, we know the process that wrote this cache is gone.
+      const cached = o.cachePath ? readLeaseCache(o.cachePath, o.app, o.nodeId) : undefined;
+      const requestId = o.requestId ?? randomUUID();
+      const path = `/v1/apps/${encodeURIComponent(o.app)}/workers/acquire`;
+      const started = mono();
+      // Once a release of the cached lease was sent it may have freed the worker ID: never resume that lease then.
+      let releasedCached = false;
+      for (;;) {
+        try {
+          const r = await this.transport.post<unknown>(
+            path,
+            {
+              nodeId: o.nodeId,
+              ttlMs,
+              requestId,
+              incarnation: this.incarnation,
+              boundMs: Math.ceil(wall.now() + tuning.boundWindowMs),
+            },
+            { budgetMs: Math.max(0, acquireTimeoutMs - (mono() - started)) },
+          );
+          const grant = checkGrant(path, r.body, {
+            app: o.app,
+            nodeId: o.nodeId,
+            requestId,
+            incarnation: this.incarnation,
+            ttlMs,
+          });
+          // The same worker ID as the cache: the previous process may have used timestamps up to usedUpToMs.
+          const sameWorker = cached !== undefined && cached.workerId === grant.workerId;
+          const floorMs = Math.max(grant.highWaterMs, sameWorker ? cached.usedUpToMs : 0);
+          const lease = this.track(
+            new WorkerLease(this.ctx, { ...tuning, requestId, lock }, grant, {
+              sentAtMono: r.sentAtMono,
+              sentAtWall: r.sentAtWall,
+              floorMs,
+            }),
+          );
+          // Headroom below half the window (the mark was ahead of our clock): promise a new bound before returning.
+          if (lease.boundMs - (wall.now() + lease.leadMs) < tuning.boundWindowMs / 2) await lease.renewNow();
+          return lease;
+        } catch (e) {
+          const left = acquireTimeoutMs - (mono() - started);
+          if (e instanceof FloeRequestError && e.serverCode === 'lease_held' && left > 0) {
+            if (cached !== undefined && !releasedCached) {
+              // Most likely our dead predecessor's lease: end it with its token, then acquire a fresh one.
+              releasedCached = true;
+              await this.releaseCached(cached, left);
+              continue;
+            }
+            await this.sleep(Math.min(250, left)); // a lease this process cannot end: it expires within one TTL
+            continue;
+          }
+          if (e instanceof FloeUnavailableError && cached !== undefined && !releasedCached) {
+            const resumed = this.resume(
+              cached,
+              { ...tuning, requestId: cached.requestId, lock },
+              cacheWallMarginMs,
+            );
+            if (resumed) return resumed;
+          }
+          throw e;
         }
-        if (e instanceof FloeUnavailableError && cached !== undefined) {
-          const resumed = this.resume(cached, tuning);
-          if (resumed) return resumed;
-        }
-        throw e;
       }
+    } catch (e) {
+      lock?.release();
+      throw e;
     }
   }
 
@@ -184,34 +282,75 @@ export class FloeClient {
     return lease;
   }
 
-  /** A lease from the cache alone, if its safe deadline has not passed (else undefined). */
+  /**
+   * Releases the cached lease with its token, reporting its cached use as the last timestamp (the next grant starts
+   * above it). Any failure is left to the acquire loop: a lease still held then simply expires.
+   */
+  private async releaseCached(c: LeaseCacheRecord, budgetMs: number): Promise<void> {
+    const path = `/v1/apps/${encodeURIComponent(c.app)}/workers/${c.workerId}/release`;
+    try {
+      const r = await this.transport.post<unknown>(
+        path,
+        { token: c.token, lastTimestampMs: c.usedUpToMs },
+        { budgetMs },
+      );
+      checkReply(path, r.body, 'release', { app: c.app, workerId: c.workerId });
+    } catch {
+      // not_held / stale_token: it had ended already; other errors: wait for the expiry.
+    }
+  }
+
+  /**
+   * A lease from the cache alone, if its safe deadline has not passed (else undefined). The cached monotonic
+   * deadline is trusted only when both processes used the built-in CLOCK_MONOTONIC on the same boot; the cached
+   * wall-clock deadline is always enforced too, and alone (less `cacheWallMarginMs`) otherwise.
+   */
   private resume(
-    c: NonNullable<ReturnType<typeof readLeaseCache>>,
-    tuning: {
-      nodeId: string;
-      safetyMarginMs: number;
-      boundWindowMs: number;
-      renewEveryMs: number;
-      cachePath: string | undefined;
-    },
+    c: LeaseCacheRecord,
+    tuning: LeaseTuning,
+    cacheWallMarginMs: number,
   ): WorkerLease | undefined {
-    const { mono, wall, bootId } = this.ctx;
-    const sameBoot = bootId !== undefined && c.bootId === bootId;
-    const margin = Math.floor(c.ttlMs / 10);
-    // Same boot: CLOCK_MONOTONIC survived the restart. Otherwise fall back on the wall clock, with a margin.
-    const deadlineMono = sameBoot ? c.deadlineMono : mono() + (c.deadlineWallMs - wall.now() - margin);
-    if (!(deadlineMono > mono())) return undefined;
+    const { mono, wall, bootId, systemMonotonic } = this.ctx;
+    const trustMono =
+      systemMonotonic && c.systemMonotonic === true && bootId !== undefined && c.bootId === bootId;
+    const deadlineWall = trustMono ? c.deadlineWallMs : c.deadlineWallMs - cacheWallMarginMs;
+    const deadlineMono = trustMono ? c.deadlineMono : mono() + (deadlineWall - wall.now());
+    if (!(deadlineMono > mono()) || !(deadlineWall > wall.now())) return undefined;
     const grant: GrantInfo = { ...c, app: c.app, boundMs: c.boundMs };
+    const back = c.ttlMs - tuning.safetyMarginMs;
     return this.track(
-      new WorkerLease(this.ctx, { ...tuning, requestId: c.requestId }, grant, {
-        sentAtMono: deadlineMono - c.ttlMs + tuning.safetyMarginMs,
+      new WorkerLease(this.ctx, tuning, grant, {
+        sentAtMono: deadlineMono - back,
+        sentAtWall: deadlineWall - back,
         deadlineMono,
+        deadlineWall,
         floorMs: c.usedUpToMs,
         usedUpToMs: c.usedUpToMs,
         resumed: true,
       }),
     );
   }
+}
+
+/** The acquire reply as a grant, if it answers this request; else ReplyMismatchError (never a lease). */
+function checkGrant(
+  path: string,
+  body: unknown,
+  want: { app: string; nodeId: string; requestId: string; incarnation: string; ttlMs: number },
+): GrantInfo {
+  const b = checkReply(path, body, 'acquire', want);
+  return {
+    app: want.app,
+    workerId: num(path, b, 'workerId', true),
+    datacenterId: num(path, b, 'datacenterId', true),
+    localWorkerId: num(path, b, 'localWorkerId', true),
+    datacenterBits: num(path, b, 'datacenterBits', true),
+    workerBits: num(path, b, 'workerBits', true),
+    token: num(path, b, 'token', true, 1),
+    ttlMs: want.ttlMs,
+    highWaterMs: num(path, b, 'highWaterMs'),
+    boundMs: num(path, b, 'boundMs'),
+  };
 }
 
 function inRange(field: string, v: number, min: number, max: number): number {

@@ -25,6 +25,8 @@ export interface HttpTransportOptions {
   fetch: FetchLike;
   /** Monotonic ms, used to time each attempt's send. */
   monotonic: () => number;
+  /** Wall-clock ms, also read at each attempt's send (a lease's deadline counts on both clocks). */
+  wall: () => number;
   sleep: (ms: number) => Promise<void>;
   /** [0, 1): jitters the backoff. */
   random: () => number;
@@ -35,10 +37,11 @@ export interface CallOptions {
   budgetMs: number;
 }
 
-/** A successful answer, with the monotonic time the successful attempt was sent. */
+/** A successful answer, with the monotonic and wall-clock times the successful attempt was sent. */
 export interface CallResult<T> {
   body: T;
   sentAtMono: number;
+  sentAtWall: number;
   endpoint: string;
 }
 
@@ -84,6 +87,7 @@ export class HttpTransport {
       const endpoint = this.leader ?? this.pick();
       attempts++;
       const sentAtMono = this.o.monotonic();
+      const sentAtWall = this.o.wall();
       let retryAt: string | undefined;
       try {
         const res = await this.o.fetch(`${endpoint}${path}`, {
@@ -100,7 +104,7 @@ export class HttpTransport {
         const parsed = parseJson(text);
         if (res.status >= 200 && res.status < 300) {
           this.leader = endpoint;
-          return { body: parsed as T, sentAtMono, endpoint };
+          return { body: parsed as T, sentAtMono, sentAtWall, endpoint };
         }
         const err = (parsed ?? {}) as { error?: unknown; message?: unknown; leader?: { httpAddr?: unknown } };
         const code = typeof err.error === 'string' ? err.error : `http_${res.status}`;

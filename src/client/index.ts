@@ -4,15 +4,21 @@
  */
 export { hrtimeMonotonic, type MonotonicClock, readBootId } from './clocks.js';
 export {
+  CacheLockedError,
   ClientOptionError,
   FloeClientError,
   FloeRequestError,
   FloeUnavailableError,
   LeaseLostError,
   type LeaseLostReason,
+  ReplyMismatchError,
 } from './errors.js';
-export { FloeClient, type FloeClientOptions, type LeaseWorkerOptions } from './floe-client.js';
-export { GuardedClock } from './guarded-clock.js';
+export {
+  FloeClient,
+  type FloeClientOptions,
+  type LeaseWorkerOptions,
+  PROCESS_INCARNATION,
+} from './floe-client.js';
 export type { FetchInit, FetchLike, FetchResponseLike } from './http-transport.js';
 export { type LeaseCacheRecord, readLeaseCache } from './lease-cache.js';
 export { LeaseSnowflake } from './lease-snowflake.js';

@@ -1,5 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, renameSync, rmSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { fsyncDir, writeDurable } from './cache-lock.js';
 
 /**
  * What a lease leaves on disk (`cachePath`) so that a restarted instance can ask for the same lease back, or, while
@@ -25,19 +27,36 @@ export interface LeaseCacheRecord {
    * may use it, so a restarted instance starts strictly above it.
    */
   usedUpToMs: number;
-  /** Safe deadline on CLOCK_MONOTONIC (ms), valid only on the machine boot `bootId`. */
+  /**
+   * Safe deadline on CLOCK_MONOTONIC (ms): comparable only on the machine boot `bootId`, and only when the writer used
+   * the built-in system-wide monotonic clock (`systemMonotonic`).
+   */
   deadlineMono: number;
   bootId: string | null;
-  /** The same deadline on this machine's wall clock, for a restart after a reboot (used with an extra margin). */
+  /** True when `deadlineMono` was read from the built-in CLOCK_MONOTONIC (not a clock the user supplied). */
+  systemMonotonic?: boolean;
+  /**
+   * The wall-clock deadline: wall time when the last acknowledged acquire/renewal was sent + TTL - margin. Always
+   * enforced as well (it counts time the machine spent suspended, which CLOCK_MONOTONIC does not).
+   */
   deadlineWallMs: number;
   savedAtWallMs: number;
 }
 
-/** Writes the record atomically: a temporary file in the same directory, then rename. */
+/**
+ * Writes the record atomically and durably: a temporary file in the same directory, fsynced, renamed over the cache,
+ * then the directory fsynced (so that neither the content nor the rename is lost in a crash).
+ */
 export function writeLeaseCache(path: string, record: LeaseCacheRecord): void {
   const tmp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
-  writeFileSync(tmp, `${JSON.stringify(record)}\n`, { mode: 0o600 });
-  renameSync(tmp, path);
+  try {
+    writeDurable(tmp, `${JSON.stringify(record)}\n`);
+    renameSync(tmp, path);
+  } catch (err) {
+    rmSync(tmp, { force: true });
+    throw err;
+  }
+  fsyncDir(dirname(path));
 }
 
 /** The cached record for this app and nodeId, or undefined if there is none or it is unreadable / for another one. */
@@ -76,4 +95,5 @@ export function readLeaseCache(path: string, app: string, nodeId: string): Lease
 
 export function removeLeaseCache(path: string): void {
   rmSync(path, { force: true });
+  fsyncDir(dirname(path));
 }

@@ -1,9 +1,8 @@
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
-import { CeilingReachedError, ClockMovedBackwardsError, decode, Snowflake } from '../id/index.js';
+import { describe, it } from 'vitest';
+import { CeilingReachedError, ClockMovedBackwardsError, decode } from '../id/index.js';
 import { LeaseLostError } from './errors.js';
 import { FloeClient } from './floe-client.js';
-import { GuardedClock } from './guarded-clock.js';
 import type { FetchLike } from './http-transport.js';
 import { FakeCluster, FakeTime } from './test-doubles.js';
 
@@ -115,43 +114,5 @@ describe('lease generator: deadline and bounds under random schedules (property)
       }),
       { numRuns: 300 },
     );
-  });
-});
-
-describe('GuardedClock (the fallback guard when the ID core has no slow-path hook)', () => {
-  it('checks the monotonic deadline when the wall-clock reading changes and every 256 reads, and before waits', () => {
-    let mono = 0;
-    let wall = WALL0;
-    let monoReads = 0;
-    const lease = { deadlineMono: 100, lostError: () => new Error('lost') };
-    const clock = new GuardedClock(
-      { now: () => wall },
-      () => {
-        monoReads++;
-        return mono;
-      },
-      lease,
-      0,
-    );
-    const gen = new Snowflake({ layout: 'floe', clock });
-    gen.next();
-    const reads0 = monoReads;
-    for (let i = 0; i < 100; i++) gen.next(); // same wall ms: no monotonic read
-    expect(monoReads).toBe(reads0);
-    mono = 150; // past the deadline, wall clock unchanged
-    let issued = 0;
-    expect(() => {
-      for (let i = 0; i < 1000; i++) {
-        gen.next();
-        issued++;
-      }
-    }).toThrow('lost');
-    expect(issued).toBeLessThan(256);
-    lease.deadlineMono = 1000;
-    wall += 1;
-    expect(typeof gen.next()).toBe('bigint');
-    clock.invalidate();
-    lease.deadlineMono = 0;
-    expect(() => gen.next()).toThrow('lost');
   });
 });

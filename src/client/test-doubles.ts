@@ -1,5 +1,18 @@
 // An in-process fake of a Floe cluster's HTTP lease API, for the SDK's unit tests and benchmark. Not exported.
+import { spawnSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { lockPathOf, lockRecordFor } from './cache-lock.js';
 import type { FetchInit, FetchLike, FetchResponseLike } from './http-transport.js';
+
+/**
+ * Leaves on `cachePath` the lock of a process that has died (a real PID, of a child that has exited), as a crashed
+ * predecessor would: a restarted process takes it over.
+ */
+export function leaveDeadLock(cachePath: string, bootId = 'boot-1', ttlMs = 3000): number {
+  const pid = spawnSync(process.execPath, ['-e', '']).pid;
+  writeFileSync(lockPathOf(cachePath), JSON.stringify(lockRecordFor(pid, bootId, ttlMs)));
+  return pid;
+}
 
 export interface FakeRequest {
   url: string;
@@ -14,6 +27,7 @@ interface FakeLease {
   token: number;
   nodeId: string;
   requestId: string;
+  incarnation: string;
   ttlMs: number;
   live: boolean;
   highWaterAtGrant: number;
@@ -37,6 +51,10 @@ export class FakeCluster {
   private readonly leases = new Map<string, FakeLease>();
   /** Leader wall time used in replies (informational). */
   wallNow = () => Date.now();
+  /** Rewrites a 200 reply's body before it is sent (what a node answering with another proposal's result does). */
+  tamper: ((path: string, body: Record<string, unknown>) => Record<string, unknown>) | undefined;
+  /** When true, renewals never raise the bound (the reply carries the current one). */
+  ignoreBounds = false;
 
   constructor(readonly hosts: string[]) {
     this.leader = hosts[0];
@@ -88,7 +106,8 @@ export class FakeCluster {
       const nodeId = String(b.nodeId);
       for (const l of this.leases.values()) {
         if (l.live && l.nodeId === nodeId && this.appOf(l) === app) {
-          if (l.requestId === b.requestId) return reply(200, this.grantBody(app, l, true));
+          if (l.requestId === b.requestId && l.incarnation === String(b.incarnation ?? ''))
+            return this.ok(path, this.grantBody(app, l, true));
           return reply(409, { error: 'lease_held', message: `${nodeId} holds worker ${l.workerId}` });
         }
       }
@@ -102,6 +121,7 @@ export class FakeCluster {
           token: this.nextToken++,
           nodeId,
           requestId: String(b.requestId),
+          incarnation: String(b.incarnation ?? ''),
           ttlMs: Number(b.ttlMs ?? 10_000),
           live: true,
           highWaterAtGrant: hw,
@@ -109,7 +129,7 @@ export class FakeCluster {
         (l as FakeLease & { app: string }).app = app;
         if (typeof b.boundMs === 'number' && b.boundMs > hw) this.highWater.set(key, b.boundMs);
         this.leases.set(key, l);
-        return reply(200, this.grantBody(app, l, false));
+        return this.ok(path, this.grantBody(app, l, false));
       }
       return reply(503, { error: 'pool_exhausted', message: `pool of ${app} is full` });
     }
@@ -121,10 +141,11 @@ export class FakeCluster {
     if (m[4] === 'renew') {
       if (!l.live) return reply(410, { error: 'lease_expired', message: 'expired' });
       const hw = this.highWater.get(key) ?? 0;
-      const logged = typeof b.boundMs === 'number' && b.boundMs > hw;
+      const logged = !this.ignoreBounds && typeof b.boundMs === 'number' && b.boundMs > hw;
       if (logged) this.highWater.set(key, b.boundMs as number);
-      return reply(200, {
+      return this.ok(path, {
         ok: true,
+        op: 'renew',
         app,
         workerId,
         token: l.token,
@@ -138,13 +159,18 @@ export class FakeCluster {
     if (typeof b.lastTimestampMs === 'number' && b.lastTimestampMs > (this.highWater.get(key) ?? 0))
       this.highWater.set(key, b.lastTimestampMs);
     l.live = false;
-    return reply(200, {
+    return this.ok(path, {
       ok: true,
+      op: 'release',
       app,
       workerId,
       highWaterMs: this.highWater.get(key) ?? 0,
       alreadyReleased: already,
     });
+  }
+
+  private ok(path: string, body: Record<string, unknown>): FetchResponseLike {
+    return reply(200, this.tamper ? this.tamper(path, body) : body);
   }
 
   private appOf(l: FakeLease): string {
@@ -154,6 +180,7 @@ export class FakeCluster {
   private grantBody(app: string, l: FakeLease, retried: boolean): Record<string, unknown> {
     return {
       ok: true,
+      op: 'acquire',
       app,
       workerId: l.workerId,
       datacenterId: 0,
@@ -167,6 +194,8 @@ export class FakeCluster {
       expiresAtMs: this.wallNow() + l.ttlMs,
       highWaterMs: l.highWaterAtGrant,
       boundMs: this.highWater.get(`${app}/${l.workerId}`) ?? 0,
+      requestId: l.requestId,
+      incarnation: l.incarnation,
       retried,
     };
   }

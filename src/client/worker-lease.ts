@@ -1,12 +1,14 @@
 import { EventEmitter } from 'node:events';
 import {
   type Clock,
+  DEFAULT_MAX_LEAD_MS,
   type Layout,
   type LayoutSpec,
   resolveLayout,
-  Snowflake,
+  type Snowflake,
   type SnowflakeOptions,
 } from '../id/index.js';
+import type { CacheLock } from './cache-lock.js';
 import type { MonotonicClock } from './clocks.js';
 import {
   ClientOptionError,
@@ -14,11 +16,11 @@ import {
   FloeUnavailableError,
   LeaseLostError,
   type LeaseLostReason,
+  ReplyMismatchError,
 } from './errors.js';
-import { GuardedClock } from './guarded-clock.js';
 import type { HttpTransport } from './http-transport.js';
 import { type LeaseCacheRecord, removeLeaseCache, writeLeaseCache } from './lease-cache.js';
-import { LeaseSnowflake, SLOW_PATH_HOOK_AVAILABLE } from './lease-snowflake.js';
+import { LeaseSnowflake } from './lease-snowflake.js';
 
 /** The acquire reply's fields the SDK uses. */
 export interface GrantInfo {
@@ -39,6 +41,8 @@ export interface LeaseContext {
   transport: HttpTransport;
   wall: Clock;
   mono: MonotonicClock;
+  /** True when `mono` is the built-in CLOCK_MONOTONIC, shared by every process of a boot. */
+  systemMonotonic: boolean;
   bootId: string | undefined;
   requestTimeoutMs: number;
   setTimer: (fn: () => void, ms: number) => { cancel(): void };
@@ -51,6 +55,8 @@ export interface LeaseTuning {
   boundWindowMs: number;
   renewEveryMs: number;
   cachePath: string | undefined;
+  /** The cache's lock, held by this lease from its acquire until it ends (set whenever `cachePath` is). */
+  lock?: CacheLock;
 }
 
 /** Payload of `renewed`. */
@@ -69,27 +75,23 @@ export interface ReleasedEvent {
   alreadyReleased: boolean;
 }
 
-/** Generator options a lease lets callers choose (worker, datacenter, clock and bounds come from the lease). */
+/** Generator options a lease lets callers choose (worker, datacenter, clock, bounds and guard come from the lease). */
 export type LeaseSnowflakeOptions = Omit<
   SnowflakeOptions,
-  'layout' | 'worker' | 'datacenter' | 'clock' | 'floor' | 'ceiling'
+  'layout' | 'worker' | 'datacenter' | 'clock' | 'floor' | 'ceiling' | 'guard'
 >;
-
-interface BoundGenerator {
-  gen: Snowflake;
-  /** What to invalidate when the lease ends: the generator (slow-path hook) or, on the fallback path, its clock. */
-  stop: { invalidate(): void };
-}
 
 /**
  * A worker ID leased from a Floe cluster, renewed in the background (about every TTL/3).
  *
- * Events: `renewed` (RenewedEvent), `lost` (LeaseLostError: deadline passed or the cluster fenced the token),
- * `released` (ReleasedEvent), `renewFailed` (Error: one renewal attempt failed; the lease goes on until its deadline).
+ * Events: `renewed` (RenewedEvent), `lost` (LeaseLostError: deadline passed, the cluster fenced the token, or another
+ * process took the cache lock over), `released` (ReleasedEvent), `renewFailed` (Error: one renewal attempt failed or
+ * its reply did not match; the lease goes on until its deadline).
  *
- * Safety (docs/decisions/0002-lease-safety.md): generators issue timestamps only in (floor, ceiling] and stop at a
- * deadline measured on the monotonic clock from the send time of the last acknowledged acquire/renewal, plus TTL,
- * minus `safetyMarginMs`.
+ * Safety (docs/decisions/0002-lease-safety.md): the lease's generator issues timestamps only in (floor, ceiling] and
+ * stops at a deadline counted from the send time of the last acknowledged acquire/renewal, plus TTL, minus
+ * `safetyMarginMs`, on the monotonic clock AND on the wall clock (whichever comes first: the wall clock also counts
+ * time the machine was suspended).
  */
 export class WorkerLease extends EventEmitter {
   readonly app: string;
@@ -104,7 +106,7 @@ export class WorkerLease extends EventEmitter {
   readonly ttlMs: number;
   /** Generators issue only timestamps strictly above this (the worker's high-water mark, or the cached use). */
   readonly floorMs: number;
-  /** Added to the wall clock by this lease's generators: > 0 only when the floor was ahead of this machine's clock. */
+  /** Added to the wall clock by this lease's generator: > 0 only when the floor was ahead of this machine's clock. */
   readonly leadMs: number;
   /** True when this lease was resumed from the on-disk cache while the cluster was unreachable. */
   readonly resumedFromCache: boolean;
@@ -112,9 +114,11 @@ export class WorkerLease extends EventEmitter {
   private committedBoundMs: number;
   private usedUpToMs: number;
   private deadline: number;
+  private deadlineWall: number;
   private lostReason: LeaseLostReason | undefined;
   private lostDetail = '';
-  private readonly generators: BoundGenerator[] = [];
+  /** The one generator of this lease (two would issue the same IDs), and what it was made with. */
+  private generator: { gen: LeaseSnowflake; key: string } | undefined;
   private renewTimer: { cancel(): void } | undefined;
   private deadlineTimer: { cancel(): void } | undefined;
   private releasing: Promise<ReleasedEvent> | undefined;
@@ -127,8 +131,10 @@ export class WorkerLease extends EventEmitter {
     grant: GrantInfo,
     init: {
       sentAtMono: number;
+      sentAtWall: number;
       floorMs: number;
       deadlineMono?: number;
+      deadlineWall?: number;
       usedUpToMs?: number;
       resumed?: boolean;
     },
@@ -149,8 +155,10 @@ export class WorkerLease extends EventEmitter {
     this.resumedFromCache = init.resumed ?? false;
     this.committedBoundMs = Math.max(grant.boundMs, init.floorMs);
     this.usedUpToMs = init.usedUpToMs ?? init.floorMs;
-    this.deadline = init.deadlineMono ?? init.sentAtMono + grant.ttlMs - tuning.safetyMarginMs;
-    this.raiseUse(init.sentAtMono);
+    this.deadline = Number.NEGATIVE_INFINITY;
+    this.deadlineWall = Number.NEGATIVE_INFINITY;
+    // Deadlines, use and cache together; a cache that cannot be written (or a lock taken over) fails the acquire.
+    this.acknowledged(init.sentAtMono, init.sentAtWall, init.deadlineMono, init.deadlineWall);
     this.armDeadlineTimer();
     this.scheduleRenewal(Math.max(0, init.sentAtMono + tuning.renewEveryMs - ctx.mono()));
   }
@@ -160,19 +168,24 @@ export class WorkerLease extends EventEmitter {
     return this.deadline;
   }
 
+  /** The same deadline on the wall clock (ms since the Unix epoch); generation stops at whichever comes first. */
+  get deadlineWallMs(): number {
+    return this.deadlineWall;
+  }
+
   /** The bound the cluster has committed for this lease (its high-water mark). */
   get boundMs(): number {
     return this.committedBoundMs;
   }
 
-  /** The highest timestamp generators may use right now (the committed bound, or less with a cache). */
+  /** The highest timestamp the generator may use right now (the committed bound, or less with a cache). */
   get ceilingMs(): number {
     return this.usedUpToMs;
   }
 
-  /** Whether generation is allowed right now (not lost, not released, deadline not passed). */
+  /** Whether generation is allowed right now (not lost, not released, neither deadline passed). */
   get valid(): boolean {
-    return this.ctx.mono() < this.deadline;
+    return this.ctx.mono() < this.deadline && this.ctx.wall.now() < this.deadlineWall;
   }
 
   /** Why the lease ended, if it has. */
@@ -181,14 +194,29 @@ export class WorkerLease extends EventEmitter {
   }
 
   /**
-   * A Snowflake generator bound to this lease: worker (and datacenter, when the pool is split) from the lease, floor
+   * The Snowflake generator bound to this lease: worker (and datacenter, when the pool is split) from the lease, floor
    * at the lease's floor, ceiling at what the cluster committed; it throws `LeaseLostError` once the lease's deadline
    * passes or the lease is lost or released. Errors of the ID core (e.g. `CeilingReachedError` when renewals keep
    * failing, `ClockMovedBackwardsError`) pass through.
+   *
+   * One generator per lease: two generators on one worker ID would issue the same IDs. Calling it again with the
+   * same layout and options returns the same generator; another layout or other options throw `ClientOptionError`.
+   * A layout whose tick (plus `maxLeadMs` in borrow mode) is not shorter than TTL - margin - renewal period is refused:
+   * the generator stops one tick before the deadline, so such a tick would leave no time to renew.
    */
   snowflake(layout: Layout | LayoutSpec | string = 'floe', options: LeaseSnowflakeOptions = {}): Snowflake {
     if (!this.valid) throw this.lostError();
     const l = resolveLayout(layout);
+    const key = JSON.stringify([l, options]);
+    if (this.generator !== undefined) {
+      if (this.generator.key === key) return this.generator.gen;
+      throw new ClientOptionError(
+        'layout',
+        `the layout and options of this lease's existing generator (layout ${this.generator.gen.layout.name}): ` +
+          'one generator per lease, since two would issue the same IDs; reuse the first one, or lease another worker ID',
+        l.name,
+      );
+    }
     const split = l.datacenterBits > 0;
     const tolerance = options.backwardsToleranceMs;
     if (tolerance !== undefined && !(tolerance <= this.tuning.safetyMarginMs / 2)) {
@@ -199,32 +227,45 @@ export class WorkerLease extends EventEmitter {
         tolerance,
       );
     }
-    const common = {
-      ...options,
-      layout: l,
-      worker: split ? this.localWorkerId : this.workerId,
-      datacenter: split ? this.datacenterId : 0,
-      ceiling: this.usedUpToMs,
-      floor: this.floorMs,
-    };
-    let gen: Snowflake;
-    let stop: { invalidate(): void };
-    if (SLOW_PATH_HOOK_AVAILABLE) {
-      const wall = this.ctx.wall;
-      const lead = this.leadMs;
-      const c: Clock =
-        lead === 0
-          ? wall
-          : { now: () => wall.now() + lead, waitUntil: (ms: number) => wall.waitUntil?.(ms - lead) };
-      const g = new LeaseSnowflake({ ...common, clock: c }, this, this.ctx.mono);
-      gen = g;
-      stop = g;
-    } else {
-      const clock = new GuardedClock(this.ctx.wall, this.ctx.mono, this, this.leadMs);
-      gen = new Snowflake({ ...common, clock });
-      stop = clock;
+    // After a passed check the fast path goes on to the end of the tick (a borrowed tick starts up to maxLeadMs
+    // ahead): the check must leave that much before the deadline.
+    const borrow = options.onSequenceExhausted === 'borrow';
+    const spanMs = l.unitMs + (borrow ? (options.maxLeadMs ?? DEFAULT_MAX_LEAD_MS) : 0);
+    const room = this.ttlMs - this.tuning.safetyMarginMs - this.tuning.renewEveryMs;
+    if (!(spanMs < room)) {
+      throw new ClientOptionError(
+        borrow ? 'unitMs + maxLeadMs' : 'unitMs',
+        `less than ttlMs - safetyMarginMs - renewEveryMs = ${room} ms for layout ${l.name} (generation stops one tick ` +
+          'before the deadline; a longer tick leaves no time to renew): use a finer layout or a longer TTL',
+        spanMs,
+      );
     }
-    this.generators.push({ gen, stop });
+    const wall = this.ctx.wall;
+    const lead = this.leadMs;
+    const clock: Clock =
+      lead === 0
+        ? wall
+        : { now: () => wall.now() + lead, waitUntil: (ms: number) => wall.waitUntil?.(ms - lead) };
+    const mono = this.ctx.mono;
+    const gen = new LeaseSnowflake(
+      {
+        ...options,
+        layout: l,
+        worker: split ? this.localWorkerId : this.workerId,
+        datacenter: split ? this.datacenterId : 0,
+        ceiling: this.usedUpToMs,
+        floor: this.floorMs,
+        clock,
+      },
+      (g, now) => {
+        const m = mono();
+        // `now` is the generator's clock (wall + lead): the wall deadline is checked on the same reading.
+        if (!(m < this.deadline - spanMs) || !(now - lead < this.deadlineWall - spanMs))
+          throw this.lostError();
+        g.lastCheckMono = m;
+      },
+    );
+    this.generator = { gen, key };
     return gen;
   }
 
@@ -233,15 +274,16 @@ export class WorkerLease extends EventEmitter {
     const reason = this.lostReason ?? 'deadline';
     const detail =
       this.lostReason === undefined
-        ? `no renewal acknowledged in time; the safe deadline (TTL ${this.ttlMs} ms minus ${this.tuning.safetyMarginMs} ms from the last acknowledged send) passed`
+        ? `no renewal acknowledged in time; the safe deadline (TTL ${this.ttlMs} ms minus ${this.tuning.safetyMarginMs} ms ` +
+          'from the last acknowledged send, on the monotonic and the wall clock, less one tick of the layout) passed'
         : this.lostDetail;
     return new LeaseLostError(reason, this.app, this.workerId, this.token, detail);
   }
 
   /**
-   * Stops every generator of this lease, then releases the worker ID, reporting the highest timestamp used (the next
+   * Stops the generator of this lease, then releases the worker ID, reporting the highest timestamp used (the next
    * holder starts above it). Safe to call more than once. Rejects only if the cluster stayed unreachable (the lease
-   * then simply expires).
+   * then simply expires) or its reply did not match (`ReplyMismatchError`).
    */
   release(): Promise<ReleasedEvent> {
     if (this.releasing) return this.releasing;
@@ -249,46 +291,50 @@ export class WorkerLease extends EventEmitter {
     this.end('released', 'release() was called', false);
     const last = this.lastTimestampMs();
     this.releasing = (async () => {
-      if (fenced) return { highWaterMs: this.committedBoundMs, lastTimestampMs: last, alreadyReleased: true };
       try {
-        const r = await this.ctx.transport.post<{ highWaterMs: number; alreadyReleased: boolean }>(
-          `/v1/apps/${encodeURIComponent(this.app)}/workers/${this.workerId}/release`,
-          { token: this.token, ...(last === undefined ? {} : { lastTimestampMs: last }) },
-          { budgetMs: Math.max(this.ctx.requestTimeoutMs, this.ttlMs) },
-        );
+        if (fenced)
+          return { highWaterMs: this.committedBoundMs, lastTimestampMs: last, alreadyReleased: true };
+        const path = `/v1/apps/${encodeURIComponent(this.app)}/workers/${this.workerId}/release`;
+        let r: { body: unknown };
+        try {
+          r = await this.ctx.transport.post<unknown>(
+            path,
+            { token: this.token, ...(last === undefined ? {} : { lastTimestampMs: last }) },
+            { budgetMs: Math.max(this.ctx.requestTimeoutMs, this.ttlMs) },
+          );
+        } catch (e) {
+          if (
+            e instanceof FloeRequestError &&
+            ['stale_token', 'not_held', 'lease_expired'].includes(e.serverCode)
+          ) {
+            // Already expired and possibly re-granted: nothing to release; our generator stopped before that.
+            const ev = { highWaterMs: this.committedBoundMs, lastTimestampMs: last, alreadyReleased: true };
+            this.dropCache();
+            this.emit('released', ev);
+            return ev;
+          }
+          throw e;
+        }
+        const b = checkReply(path, r.body, 'release', { app: this.app, workerId: this.workerId });
         const ev = {
-          highWaterMs: r.body.highWaterMs,
+          highWaterMs: num(path, b, 'highWaterMs'),
           lastTimestampMs: last,
-          alreadyReleased: r.body.alreadyReleased,
+          alreadyReleased: b.alreadyReleased === true,
         };
-        if (this.tuning.cachePath) removeLeaseCache(this.tuning.cachePath);
+        this.dropCache();
         this.emit('released', ev);
         return ev;
-      } catch (e) {
-        if (
-          e instanceof FloeRequestError &&
-          ['stale_token', 'not_held', 'lease_expired'].includes(e.serverCode)
-        ) {
-          // Already expired and possibly re-granted: nothing to release; our generators stopped before that.
-          const ev = { highWaterMs: this.committedBoundMs, lastTimestampMs: last, alreadyReleased: true };
-          if (this.tuning.cachePath) removeLeaseCache(this.tuning.cachePath);
-          this.emit('released', ev);
-          return ev;
-        }
-        throw e;
+      } finally {
+        // No cache write follows: the next process on this cache path may go ahead.
+        this.tuning.lock?.release();
       }
     })();
     return this.releasing;
   }
 
-  /** Highest timestamp issued by this lease's generators, if any. */
+  /** Highest timestamp issued by this lease's generator, if any. */
   lastTimestampMs(): number | undefined {
-    let max: number | undefined;
-    for (const { gen } of this.generators) {
-      const t = gen.lastTimestamp;
-      if (t !== undefined && (max === undefined || t > max)) max = t;
-    }
-    return max;
+    return this.generator?.gen.lastTimestamp;
   }
 
   // ---- renewal ------------------------------------------------------------------------------
@@ -302,6 +348,11 @@ export class WorkerLease extends EventEmitter {
   /** One renewal (with retries until the deadline). Exposed for tests and for callers that want to renew early. */
   async renewNow(): Promise<void> {
     if (this.lostReason !== undefined || this.renewing) return;
+    if (!this.valid) {
+      // E.g. a machine that resumes from suspend: the wall-clock deadline passed while no timer could run.
+      this.end('deadline', this.lostError().message, true);
+      return;
+    }
     this.renewing = true;
     try {
       const now = this.ctx.wall.now() + this.leadMs;
@@ -311,24 +362,29 @@ export class WorkerLease extends EventEmitter {
           ? Math.ceil(now + this.tuning.boundWindowMs)
           : undefined;
       const budgetMs = Math.max(0, this.deadline - this.ctx.mono());
-      const r = await this.ctx.transport.post<{ boundMs: number; logged: boolean; token: number }>(
-        `/v1/apps/${encodeURIComponent(this.app)}/workers/${this.workerId}/renew`,
+      const path = `/v1/apps/${encodeURIComponent(this.app)}/workers/${this.workerId}/renew`;
+      const r = await this.ctx.transport.post<unknown>(
+        path,
         { token: this.token, ...(want === undefined ? {} : { boundMs: want }) },
         { budgetMs: Math.min(budgetMs, Math.max(this.tuning.renewEveryMs, this.ctx.requestTimeoutMs)) },
       );
       if (this.lostReason !== undefined) return;
-      if (typeof r.body.boundMs === 'number' && r.body.boundMs > this.committedBoundMs) {
-        this.committedBoundMs = r.body.boundMs;
-      }
-      const next = r.sentAtMono + this.ttlMs - this.tuning.safetyMarginMs;
-      if (next > this.deadline) this.deadline = next;
-      this.raiseUse(r.sentAtMono);
+      // A reply for another worker, token or TTL is never used: the deadline does not move.
+      const b = checkReply(path, r.body, 'renew', {
+        app: this.app,
+        workerId: this.workerId,
+        token: this.token,
+        ttlMs: this.ttlMs,
+      });
+      const bound = num(path, b, 'boundMs');
+      if (bound > this.committedBoundMs) this.committedBoundMs = bound;
+      this.acknowledged(r.sentAtMono, r.sentAtWall);
       this.armDeadlineTimer();
       this.scheduleRenewal(Math.max(0, r.sentAtMono + this.tuning.renewEveryMs - this.ctx.mono()));
       this.emit('renewed', {
         token: this.token,
         boundMs: this.committedBoundMs,
-        logged: r.body.logged === true,
+        logged: b.logged === true,
         deadlineMono: this.deadline,
       } satisfies RenewedEvent);
     } catch (e) {
@@ -338,15 +394,21 @@ export class WorkerLease extends EventEmitter {
         ['stale_token', 'not_held', 'lease_expired'].includes(e.serverCode)
       ) {
         this.end(e.serverCode as LeaseLostReason, e.message, true);
-        if (this.tuning.cachePath) removeLeaseCache(this.tuning.cachePath);
+        this.dropCache();
+        this.tuning.lock?.release();
         return;
       }
-      if (this.ctx.mono() >= this.deadline) {
+      if (e instanceof CacheLockLost) {
+        // Another process runs on this cache now: it will release this lease's token; stop at once.
+        this.end('cache_lock_lost', e.message, true);
+        return;
+      }
+      if (!this.valid) {
         this.end('deadline', this.lostError().message, true);
         return;
       }
       if (this.listenerCount('renewFailed') > 0) this.emit('renewFailed', e);
-      // Unavailable or refused for another reason: try again soon, until the deadline.
+      // Unavailable, refused for another reason, or a reply that did not match: try again soon, until the deadline.
       this.scheduleRenewal(e instanceof FloeUnavailableError ? 0 : Math.min(250, this.tuning.renewEveryMs));
     } finally {
       this.renewing = false;
@@ -354,24 +416,41 @@ export class WorkerLease extends EventEmitter {
   }
 
   /**
-   * After an acknowledged send at `sentAtMono`: let generators use timestamps up to the committed bound (or, with a
-   * cache, only up to about one TTL past the send, written to disk before the generators may use it).
+   * An acquire/renewal sent at (`sentAtMono`, `sentAtWall`) was acknowledged: move both deadlines to send + TTL -
+   * margin (never backwards), and let the generator use timestamps up to the committed bound (with a cache: only up
+   * to about one TTL past the send). With a cache, the lock is checked and the new state is on disk before any of it
+   * takes effect, so a restarted process starts above whatever this one may have used.
    */
-  private raiseUse(sentAtMono: number): void {
+  private acknowledged(
+    sentAtMono: number,
+    sentAtWall: number,
+    deadlineMono?: number,
+    deadlineWall?: number,
+  ): void {
+    const margin = this.tuning.safetyMarginMs;
+    const nextMono = Math.max(this.deadline, deadlineMono ?? sentAtMono + this.ttlMs - margin);
+    const nextWall = Math.max(this.deadlineWall, deadlineWall ?? sentAtWall + this.ttlMs - margin);
     let use = this.committedBoundMs;
     if (this.tuning.cachePath !== undefined) {
-      const wallAtSend = this.ctx.wall.now() + this.leadMs - (this.ctx.mono() - sentAtMono);
-      use = Math.min(this.committedBoundMs, Math.ceil(wallAtSend + this.ttlMs));
+      use = Math.min(this.committedBoundMs, Math.ceil(sentAtWall + this.leadMs + this.ttlMs));
     }
     if (use < this.usedUpToMs) use = this.usedUpToMs;
-    if (this.tuning.cachePath !== undefined) this.writeCache(use);
+    if (this.tuning.cachePath !== undefined) {
+      try {
+        this.tuning.lock?.refresh();
+      } catch (e) {
+        throw new CacheLockLost((e as Error).message);
+      }
+      this.writeCache(use, nextMono, nextWall);
+    }
+    this.deadline = nextMono;
+    this.deadlineWall = nextWall;
     this.usedUpToMs = use;
-    for (const { gen } of this.generators) if ((gen.ceiling ?? -1) < use) gen.setCeiling(use);
+    const gen = this.generator?.gen;
+    if (gen && (gen.ceiling ?? -1) < use) gen.setCeiling(use);
   }
 
-  private writeCache(usedUpToMs: number): void {
-    const path = this.tuning.cachePath as string;
-    const monoNow = this.ctx.mono();
+  private writeCache(usedUpToMs: number, deadlineMono: number, deadlineWallMs: number): void {
     const record: LeaseCacheRecord = {
       version: 1,
       app: this.app,
@@ -387,21 +466,37 @@ export class WorkerLease extends EventEmitter {
       highWaterMs: this.floorMs,
       boundMs: this.committedBoundMs,
       usedUpToMs,
-      deadlineMono: this.deadline,
+      deadlineMono,
       bootId: this.ctx.bootId ?? null,
-      deadlineWallMs: this.ctx.wall.now() + (this.deadline - monoNow),
+      systemMonotonic: this.ctx.systemMonotonic,
+      deadlineWallMs,
       savedAtWallMs: this.ctx.wall.now(),
     };
-    writeLeaseCache(path, record);
+    writeLeaseCache(this.tuning.cachePath as string, record);
+  }
+
+  /** Removes the cache file, if this lease still holds the cache's lock (else it is another process's cache now). */
+  private dropCache(): void {
+    const path = this.tuning.cachePath;
+    if (path === undefined) return;
+    if (this.tuning.lock !== undefined && !this.tuning.lock.owned) return;
+    try {
+      removeLeaseCache(path);
+    } catch {
+      // A cache left behind names a lease that has ended: the next process releases it (not_held) and acquires.
+    }
   }
 
   private armDeadlineTimer(): void {
     this.deadlineTimer?.cancel();
     if (this.lostReason !== undefined) return;
-    const ms = Math.max(0, this.deadline - this.ctx.mono());
+    const ms = Math.max(
+      0,
+      Math.min(this.deadline - this.ctx.mono(), this.deadlineWall - this.ctx.wall.now()),
+    );
     this.deadlineTimer = this.ctx.setTimer(() => {
       if (this.lostReason !== undefined) return;
-      if (this.ctx.mono() >= this.deadline) this.end('deadline', this.lostError().message, true);
+      if (!this.valid) this.end('deadline', this.lostError().message, true);
       else this.armDeadlineTimer();
     }, ms);
   }
@@ -412,9 +507,50 @@ export class WorkerLease extends EventEmitter {
     this.lostReason = reason;
     this.lostDetail = detail;
     this.deadline = Number.NEGATIVE_INFINITY;
-    for (const { stop } of this.generators) stop.invalidate();
+    this.deadlineWall = Number.NEGATIVE_INFINITY;
+    this.generator?.gen.recheck();
     this.renewTimer?.cancel();
     this.deadlineTimer?.cancel();
+    // A lease lost at its deadline writes no more cache: the lock can go. (Fenced: after the cache is dropped;
+    // released: after the release's answer.)
+    if (reason === 'deadline' || reason === 'cache_lock_lost') this.tuning.lock?.release();
     if (emitLost && first) this.emit('lost', this.lostError());
   }
+}
+
+/** The lock was taken over by another process: this lease must stop. */
+class CacheLockLost extends Error {}
+
+/**
+ * The reply's body as an object of `op` whose fields equal `expect`'s, else ReplyMismatchError (never a grant).
+ */
+export function checkReply(
+  path: string,
+  body: unknown,
+  op: string,
+  expect: Record<string, unknown>,
+): Record<string, unknown> {
+  if (typeof body !== 'object' || body === null)
+    throw new ReplyMismatchError(path, 'body', 'an object', body);
+  const b = body as Record<string, unknown>;
+  if (b.op !== op) throw new ReplyMismatchError(path, 'op', op, b.op);
+  for (const [k, v] of Object.entries(expect)) {
+    if (b[k] !== v) throw new ReplyMismatchError(path, k, v, b[k]);
+  }
+  return b;
+}
+
+/** A finite number >= 0 from the reply, else ReplyMismatchError. */
+export function num(
+  path: string,
+  b: Record<string, unknown>,
+  field: string,
+  integer = false,
+  min = 0,
+): number {
+  const v = b[field];
+  if (typeof v !== 'number' || !Number.isFinite(v) || v < min || (integer && !Number.isSafeInteger(v))) {
+    throw new ReplyMismatchError(path, field, integer ? `an integer >= ${min}` : `a number >= ${min}`, v);
+  }
+  return v;
 }
