@@ -1,0 +1,145 @@
+// HTTP between simulated clients and nodes: an implementation of the SDK's FetchLike seam that
+// carries each request over the virtual network to the node's Fastify app (inject(): the real
+// routes, no socket) and the reply back. A request to a node that is down is refused after one
+// network delay (a TCP RST); one lost on the way, or to a node that dies or stalls, ends at the
+// caller's own timeout on its virtual clock, as an AbortSignal.timeout would.
+
+import type { FetchInit, FetchLike, FetchResponseLike } from '../../client/http-transport.js';
+import type { Prng } from '../prng.js';
+import type { NetConditions } from './network.js';
+import type { NodeHost } from './node-host.js';
+import type { SimProcess } from './process.js';
+import type { World } from './world.js';
+
+export interface HttpStats {
+  requests: number;
+  replies: number;
+  refused: number;
+  lost: number;
+  timeouts: number;
+}
+
+export class HttpRouter {
+  readonly stats: HttpStats = { requests: 0, replies: 0, refused: 0, lost: 0, timeouts: 0 };
+  /** Client-to-node links that deliver nothing ("client->nodeId" or "nodeId->client"). */
+  readonly blocked = new Set<string>();
+  private readonly byHost = new Map<string, NodeHost>();
+  private readonly rng: Prng;
+
+  constructor(
+    private readonly world: World,
+    private readonly conditions: () => NetConditions,
+  ) {
+    this.rng = world.rng('http');
+  }
+
+  addHost(h: NodeHost): void {
+    this.byHost.set(h.httpAddr, h);
+  }
+
+  /** A fetch for one client process; `timeoutMs` is that client's per-attempt timeout. */
+  fetchFor(client: SimProcess, clientName: string, timeoutMs: number): FetchLike {
+    return (url, init) => this.request(client, clientName, timeoutMs, url, init);
+  }
+
+  private delay(): number {
+    const c = this.conditions();
+    let d = this.rng.range(c.delayUs[0], c.delayUs[1]);
+    if (c.spike > 0 && this.rng.chance(c.spike)) d += this.rng.range(c.spikeUs[0], c.spikeUs[1]);
+    return d;
+  }
+
+  private request(
+    client: SimProcess,
+    clientName: string,
+    timeoutMs: number,
+    url: string,
+    init: FetchInit,
+  ): Promise<FetchResponseLike> {
+    const w = this.world;
+    this.stats.requests++;
+    const u = new URL(url);
+    const host = this.byHost.get(u.host);
+    const path = u.pathname + u.search;
+    return new Promise<FetchResponseLike>((resolve, reject) => {
+      let settled = false;
+      const timer = client.setTimeout(
+        () => {
+          if (settled) return;
+          settled = true;
+          this.stats.timeouts++;
+          reject(
+            Object.assign(new Error('The operation was aborted due to timeout'), { name: 'TimeoutError' }),
+          );
+        },
+        timeoutMs,
+        'http-timeout',
+      );
+      const answer = (fn: () => void) => {
+        if (settled) return;
+        settled = true;
+        client.clearTimer(timer);
+        fn();
+      };
+      if (host === undefined) {
+        w.sched.after(this.delay(), client, 'http-refused', () =>
+          answer(() => reject(new TypeError(`fetch failed: getaddrinfo ENOTFOUND ${u.host}`))),
+        );
+        return;
+      }
+      const nodeProc = host.up ? host.proc : undefined;
+      if (nodeProc === undefined || !host.app) {
+        this.stats.refused++;
+        w.sched.after(this.delay(), client, 'http-refused', () =>
+          answer(() => reject(new TypeError(`fetch failed: connect ECONNREFUSED ${u.host}`))),
+        );
+        return;
+      }
+      const c = this.conditions();
+      if (this.blocked.has(`${clientName}->${host.id}`) || this.rng.chance(c.drop)) {
+        this.stats.lost++;
+        return; // the caller's timeout ends it
+      }
+      const app = host.app;
+      w.sched.after(this.delay(), nodeProc, `http ${init.method} ${path}`, () => {
+        app
+          .inject({
+            method: init.method as 'GET',
+            url: path,
+            headers: init.headers,
+            ...(init.body === undefined ? {} : { payload: init.body }),
+          })
+          .then(
+            (res) => {
+              if (!nodeProc.alive) return;
+              if (this.blocked.has(`${host.id}->${clientName}`) || this.rng.chance(this.conditions().drop)) {
+                this.stats.lost++;
+                return;
+              }
+              const status = res.statusCode;
+              const body = res.body;
+              const headers = res.headers;
+              w.sched.after(this.delay(), client, 'http-reply', () =>
+                answer(() => {
+                  this.stats.replies++;
+                  resolve({
+                    status,
+                    headers: {
+                      get: (name: string) => {
+                        const v = headers[name.toLowerCase()];
+                        return v === undefined ? null : Array.isArray(v) ? v.join(', ') : String(v);
+                      },
+                    },
+                    text: async () => body,
+                  });
+                }),
+              );
+            },
+            (err: unknown) => {
+              w.fail('harness', `inject of ${init.method} ${path} on n${host.id} failed: ${String(err)}`);
+            },
+          );
+      });
+    });
+  }
+}

@@ -1,0 +1,226 @@
+// The virtual network between nodes: FloeNode's NodeTransport seam, implemented on the scheduler.
+//
+// Every message goes through the production wire codec (src/transport/codec.ts) and a CRC-32C
+// frame checksum, as bytes: a frame corrupted in flight fails its checksum and is dropped (what a
+// TCP/TLS checksum does), and the receiver gets a freshly decoded object, never the sender's.
+// Faults: drops, duplicates, reordering (per-link FIFO unless a message is picked to overtake),
+// delay and delay spikes, corrupted frames, and any set of blocked directed links (symmetric,
+// one-way and partial partitions). A snapshot's sender learns its fate (onSnapshotStatus), as the
+// production transport reports the end of a snapshot stream.
+
+import { crc32c } from '@node-rs/crc32';
+import type { NodeTransport, TransportSink } from '../../node/seams.js';
+import type { Message, NodeId } from '../../raft/types.js';
+import { decodeMessage, encodeMessage } from '../../transport/codec.js';
+import type { Prng } from '../prng.js';
+import type { SimProcess } from './process.js';
+import type { Scheduler } from './scheduler.js';
+
+export interface NetConditions {
+  /** One-way latency, µs, uniform in [min, max]. */
+  delayUs: [number, number];
+  drop: number;
+  duplicate: number;
+  /** Probability that a message ignores per-link FIFO order (it may overtake earlier ones). */
+  reorder: number;
+  corrupt: number;
+  /** Probability of a delay spike, and its size range (µs). */
+  spike: number;
+  spikeUs: [number, number];
+}
+
+export const QUIET_NET: NetConditions = {
+  delayUs: [200, 2_000],
+  drop: 0,
+  duplicate: 0,
+  reorder: 0,
+  corrupt: 0,
+  spike: 0,
+  spikeUs: [0, 0],
+};
+
+export interface NetStats {
+  sent: number;
+  delivered: number;
+  dropped: number;
+  duplicated: number;
+  corrupted: number;
+  blocked: number;
+}
+
+interface Endpoint {
+  id: NodeId;
+  proc: SimProcess;
+  sink: TransportSink;
+  peers: Set<NodeId>;
+  closed: boolean;
+}
+
+export class VirtualNetwork {
+  conditions: NetConditions;
+  readonly stats: NetStats = { sent: 0, delivered: 0, dropped: 0, duplicated: 0, corrupted: 0, blocked: 0 };
+  /** Directed links that deliver nothing: "from->to". */
+  private readonly blocked = new Set<string>();
+  private readonly endpoints = new Map<NodeId, Endpoint>();
+  /** Latest delivery time per directed link and receiving endpoint (FIFO order). */
+  private readonly lastAt = new Map<string, number>();
+  /** Sees every message a node sends, whatever its fate (the Raft checker's wire view). */
+  onSend: ((m: Message) => void) | undefined;
+
+  constructor(
+    private readonly sched: Scheduler,
+    private readonly rng: Prng,
+    conditions: NetConditions,
+    private readonly trace: (line: string) => void,
+  ) {
+    this.conditions = conditions;
+  }
+
+  /** The transport of one node process. Messages to it go to the newest attached endpoint. */
+  attach(id: NodeId, proc: SimProcess, sink: TransportSink): NodeTransport {
+    const ep: Endpoint = { id, proc, sink, peers: new Set(), closed: false };
+    this.endpoints.set(id, ep);
+    return {
+      send: (messages) => {
+        for (const m of messages) this.send(ep, m);
+      },
+      addPeer: (peer) => {
+        ep.peers.add(peer);
+      },
+      removePeer: (peer) => {
+        ep.peers.delete(peer);
+      },
+      close: async () => {
+        ep.closed = true;
+      },
+    };
+  }
+
+  /** Blocks the directed links given (replacing any partition in force). */
+  setBlocked(links: Iterable<[NodeId, NodeId]>): void {
+    this.blocked.clear();
+    for (const [a, b] of links) this.blocked.add(`${a}->${b}`);
+  }
+
+  get blockedLinks(): string[] {
+    return [...this.blocked].sort();
+  }
+
+  isBlocked(from: NodeId, to: NodeId): boolean {
+    return this.blocked.has(`${from}->${to}`);
+  }
+
+  private live(ep: Endpoint | undefined): ep is Endpoint {
+    return ep !== undefined && !ep.closed && ep.proc.alive;
+  }
+
+  private send(from: Endpoint, m: Message): void {
+    if (!this.live(from)) return;
+    this.stats.sent++;
+    this.onSend?.(m);
+    const c = this.conditions;
+    const to = this.endpoints.get(m.to);
+    const fail = (why: string) => {
+      this.stats.dropped++;
+      this.trace(`net ${m.from}->${m.to} ${m.type} t${m.term} lost (${why})`);
+      if (m.type === 'snap') this.snapStatus(from, m.to, false);
+    };
+    if (!from.peers.has(m.to)) {
+      fail('not a peer');
+      return;
+    }
+    if (!this.live(to)) {
+      fail('peer down');
+      return;
+    }
+    if (this.blocked.has(`${m.from}->${m.to}`)) {
+      this.stats.blocked++;
+      // The production transport notices a dead connection and reports it now and then.
+      if (this.rng.chance(0.05)) {
+        this.sched.after(this.delay(), from.proc, 'unreachable', () =>
+          this.sinkCall(from, 'unreachable', m.to),
+        );
+      }
+      fail('partitioned');
+      return;
+    }
+    if (this.rng.chance(c.drop)) {
+      fail('dropped');
+      return;
+    }
+    let frame = withChecksum(encodeMessage(m));
+    const copies = this.rng.chance(c.duplicate) ? 2 : 1;
+    if (copies === 2) this.stats.duplicated++;
+    for (let i = 0; i < copies; i++) {
+      if (this.rng.chance(c.corrupt)) {
+        frame = Buffer.from(frame);
+        const bit = this.rng.int(frame.length * 8);
+        frame[bit >> 3] = (frame[bit >> 3] as number) ^ (1 << (bit & 7));
+        this.stats.corrupted++;
+      }
+      const key = `${m.from}->${m.to}@${to.proc.pid}`;
+      let at = this.sched.nowUs + this.delay();
+      if (!this.rng.chance(c.reorder)) at = Math.max(at, this.lastAt.get(key) ?? 0);
+      this.lastAt.set(key, Math.max(at, this.lastAt.get(key) ?? 0));
+      const bytes = frame;
+      this.sched.at(at, to.proc, `deliver ${m.type}`, () => this.deliver(from, to, bytes, m));
+    }
+  }
+
+  private deliver(from: Endpoint, to: Endpoint, frame: Buffer, sent: Message): void {
+    if (!this.live(to)) {
+      if (sent.type === 'snap') this.snapStatus(from, sent.to, false);
+      return;
+    }
+    const payload = checkedPayload(frame);
+    if (payload === undefined) {
+      this.trace(`net ${sent.from}->${sent.to} ${sent.type} frame failed its checksum: dropped`);
+      if (sent.type === 'snap') this.snapStatus(from, sent.to, false);
+      return;
+    }
+    const m = decodeMessage(payload);
+    this.stats.delivered++;
+    this.sinkCall(to, 'message', m);
+    if (m.type === 'snap') this.snapStatus(from, m.to, true);
+  }
+
+  private snapStatus(from: Endpoint, peer: NodeId, ok: boolean): void {
+    this.sched.after(this.delay(), from.proc, 'snapStatus', () => {
+      if (this.live(from)) this.sinkCall(from, 'snapStatus', peer, ok);
+    });
+  }
+
+  private sinkCall(
+    ep: Endpoint,
+    what: 'message' | 'unreachable' | 'snapStatus',
+    arg: unknown,
+    ok?: boolean,
+  ): void {
+    if (!this.live(ep)) return;
+    if (what === 'message') ep.sink.onMessage(arg as Message);
+    else if (what === 'unreachable') ep.sink.onUnreachable(arg as NodeId);
+    else ep.sink.onSnapshotStatus(arg as NodeId, ok as boolean);
+  }
+
+  private delay(): number {
+    const c = this.conditions;
+    let d = this.rng.range(c.delayUs[0], c.delayUs[1]);
+    if (c.spike > 0 && this.rng.chance(c.spike)) d += this.rng.range(c.spikeUs[0], c.spikeUs[1]);
+    return d;
+  }
+}
+
+/** payload ++ crc32c(payload) (4 bytes, big-endian). */
+export function withChecksum(payload: Buffer): Buffer {
+  const out = Buffer.allocUnsafe(payload.length + 4);
+  payload.copy(out, 0);
+  out.writeUInt32BE(crc32c(payload), payload.length);
+  return out;
+}
+
+/** The payload of a frame whose checksum holds, else undefined. */
+export function checkedPayload(frame: Buffer): Buffer | undefined {
+  if (frame.length < 4) return undefined;
+  const payload = frame.subarray(0, frame.length - 4);
+  return crc32c(payload) === frame.readUInt32BE(frame.length - 4) ? payload : undefined;
+}

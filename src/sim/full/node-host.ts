@@ -1,0 +1,297 @@
+// One Floe node of the simulated cluster: a machine (clocks and a disk that outlive processes)
+// and the node process running on it, built the way src/node/start.ts builds a real one:
+// DurableStorage on the machine's disk (the MemoryFs twin of the file-system seam), FloeNode,
+// FloeStateMachine, LeaseService and the HTTP API, all on the process's virtual clocks and timers.
+
+import type { FastifyInstance } from 'fastify';
+import { leaseNodeOf } from '../../lease/floe-node-adapter.js';
+import { LeaseService } from '../../lease/lease-service.js';
+import type { MemberInfo } from '../../node/members.js';
+import { MemoryNodeStorage } from '../../node/memory-seams.js';
+import { FloeNode, type NodeLogger } from '../../node/node.js';
+import type { NodeStorage, TransportSink } from '../../node/seams.js';
+import type { ConfState, Message, NodeId, Storage } from '../../raft/types.js';
+import { FloeStateMachine } from '../../state/floe-state-machine.js';
+import type { LeaseEvent } from '../../state/leases/types.js';
+import { DurableStorage } from '../../storage/durable-storage.js';
+import { MemoryFs } from '../../storage/memory-fs.js';
+import { buildSimHttpApp } from './http-app.js';
+import type { VirtualNetwork } from './network.js';
+import { Machine, MachineClock, SimProcess } from './process.js';
+import type { RaftObserver } from './raft-observer.js';
+import type { World } from './world.js';
+
+export interface NodeSettings {
+  tickMs: number;
+  electionTicks: number;
+  heartbeatTicks: number;
+  snapshotEvery: number;
+  /** DurableStorage trailingEntries. */
+  trailingEntries: number;
+  proposalTimeoutMs: number;
+  /** 'durable': DurableStorage on MemoryFs (the production storage); 'memory': MemoryNodeStorage. */
+  storage: 'durable' | 'memory';
+  /** Disk latency of an fdatasync / directory fsync, µs [min, max]. */
+  syncUs: [number, number];
+  /** Lease TTL default of the service. */
+  leaseTtlMs: number;
+}
+
+export type NodeState = 'down' | 'booting' | 'up' | 'halted' | 'failed';
+
+export interface DiskFaults {
+  /** Probability that an fdatasync/fsync fails with EIO. */
+  syncEio: number;
+  /** Extra latency factor (a slow disk): sync latency × this. */
+  slow: number;
+}
+
+export class NodeHost {
+  readonly machine: Machine;
+  disk: MemoryFs;
+  state: NodeState = 'down';
+  proc: SimProcess | undefined;
+  node: FloeNode<unknown> | undefined;
+  sm: FloeStateMachine | undefined;
+  leases: LeaseService | undefined;
+  app: FastifyInstance | undefined;
+  /** Why the last boot or run ended badly (halt reason, open error). */
+  lastError: string | undefined;
+  /** Disk faults were injected into this node (EIO, bit flips): a halt or refusal to start is expected. */
+  diskFaulted = false;
+  readonly diskFaults: DiskFaults = { syncEio: 0, slow: 1 };
+  /** Memory storage survives "crashes" in memory mode (it models a disk that loses nothing). */
+  private memoryStorage: MemoryNodeStorage | undefined;
+  private incarnation = 0;
+  private readonly dir: string;
+
+  constructor(
+    private readonly world: World,
+    readonly id: NodeId,
+    readonly member: MemberInfo,
+    /** Members of the brand-new cluster; undefined for a node that joins later. */
+    private readonly bootstrap: MemberInfo[] | undefined,
+    private readonly settings: NodeSettings,
+    private readonly net: VirtualNetwork,
+    private readonly observer: RaftObserver,
+    private readonly hooks: {
+      leaseEvent(nodeId: NodeId, e: LeaseEvent): void;
+      stopped(host: NodeHost, reason: string): void;
+    },
+    clockRate: number,
+    wallEpochMs: number,
+  ) {
+    const rng = world.rng(`machine-${id}`);
+    this.machine = new Machine(
+      `n${id}`,
+      new MachineClock(world.sched, clockRate, rng.range(1_000, 1_000_000), wallEpochMs),
+    );
+    this.dir = `/var/lib/floe/n${id}`;
+    this.disk = new MemoryFs();
+    this.installDiskHooks();
+  }
+
+  get httpAddr(): string {
+    return this.member.httpAddr as string;
+  }
+
+  get up(): boolean {
+    return this.state === 'up';
+  }
+
+  /** Starts a new process on this machine (from its disk). */
+  boot(): void {
+    if (this.state === 'booting' || this.state === 'up') return;
+    const w = this.world;
+    this.incarnation++;
+    const proc = new SimProcess(w.sched, this.machine, `n${this.id}#${this.incarnation}`, w.nextPid());
+    w.register(proc);
+    this.proc = proc;
+    this.state = 'booting';
+    this.lastError = undefined;
+    w.trace(`${proc.name} boot`);
+    w.sched.after(0, proc, 'boot', () => {
+      this.start(proc).catch((err: unknown) => {
+        if (!proc.alive) return;
+        this.lastError = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+        w.trace(`${proc.name} failed to start: ${this.lastError}`);
+        this.state = 'failed';
+        proc.kill();
+        this.hooks.stopped(this, `start failed: ${this.lastError}`);
+      });
+    });
+  }
+
+  private async start(proc: SimProcess): Promise<void> {
+    const w = this.world;
+    const s = this.settings;
+    const bootstrapConf: ConfState | undefined = this.bootstrap
+      ? { voters: this.bootstrap.map((m) => m.id), learners: [] }
+      : undefined;
+    let inner: NodeStorage & { storage: Storage };
+    if (s.storage === 'durable') {
+      inner = await DurableStorage.open(this.dir, {
+        fs: this.disk,
+        bootstrapConf,
+        trailingEntries: s.trailingEntries,
+        segmentBytes: 64 * 1024,
+        lockOwner: { pid: proc.pid, isAlive: (pid) => w.isPidAlive(pid) },
+        onWarning: (m) => w.trace(`${proc.name} storage warning: ${m}`),
+      });
+    } else {
+      this.memoryStorage ??= new MemoryNodeStorage(bootstrapConf);
+      inner = this.memoryStorage;
+    }
+    if (!proc.alive) return;
+    const rng = w.rng(`node-${this.id}-${this.incarnation}`);
+    let node: FloeNode<unknown> | undefined;
+    this.observer.started(this.id, inner.storage, () => node?.status().conf.voters ?? []);
+    const storage = this.observer.wrap(this.id, inner);
+    const sm = new FloeStateMachine();
+    const sink: TransportSink = {
+      onMessage: (m: Message) => this.guard(proc, 'onMessage', () => node?.onMessage(m)),
+      onUnreachable: (p: NodeId) => this.guard(proc, 'onUnreachable', () => node?.onUnreachable(p)),
+      onSnapshotStatus: (p: NodeId, ok: boolean) =>
+        this.guard(proc, 'onSnapshotStatus', () => node?.onSnapshotStatus(p, ok)),
+    };
+    const transport = this.net.attach(this.id, proc, sink);
+    const logger: NodeLogger = {
+      info: () => {},
+      warn: (obj, msg) => w.trace(`${proc.name} warn: ${msg ?? ''} ${brief(obj)}`),
+      error: (obj, msg) => w.trace(`${proc.name} error: ${msg ?? ''} ${brief(obj)}`),
+    };
+    node = new FloeNode<unknown>({
+      id: this.id,
+      storage,
+      transport,
+      stateMachine: sm,
+      initialMembers: this.bootstrap ?? [this.member],
+      self: { httpAddr: this.member.httpAddr },
+      tickMs: s.tickMs,
+      electionTicks: s.electionTicks,
+      heartbeatTicks: s.heartbeatTicks,
+      snapshotEvery: s.snapshotEvery,
+      proposalTimeoutMs: s.proposalTimeoutMs,
+      random: rng.asRandomInt(),
+      clock: { monotonicMs: () => proc.monoMs(), wallMs: () => proc.wallMs() },
+      logger,
+    });
+    const n = node;
+    n.on('role', (role) => this.observer.role(this.id, role === 'leader', n.status().term));
+    n.on('applied', (index) => this.observer.applied(this.id, index));
+    n.on('stopped', (reason) => {
+      if (!proc.alive) return;
+      w.trace(`${proc.name} stopped: ${reason}`);
+      this.state = 'halted';
+      this.lastError = reason;
+      this.hooks.stopped(this, reason);
+    });
+    sm.leases.subscribe((e) => this.hooks.leaseEvent(this.id, e));
+    const leases = new LeaseService({
+      node: leaseNodeOf(n),
+      state: sm.leases,
+      clock: { monotonicMs: () => proc.monoMs(), wallMs: () => proc.wallMs() },
+      timers: {
+        setTimeout: (fn, ms) => proc.setTimeout(fn, ms, 'lease-service'),
+        clearTimeout: (h) => proc.clearTimer(h),
+      },
+      defaultTtlMs: s.leaseTtlMs,
+      newRequestId: () => `rq-${this.id}-${rng.nextU32().toString(16)}`,
+      onError: (what, err) => w.trace(`${proc.name} lease service: ${what}: ${String(err)}`),
+    });
+    const app = await buildSimHttpApp(n, sm.kv, { node: n, leases, auth: sm.auth });
+    if (!proc.alive) return;
+    this.node = n;
+    this.sm = sm;
+    this.leases = leases;
+    this.app = app;
+    n.start();
+    this.state = 'up';
+    w.trace(`${proc.name} up (term ${n.status().term}, applied ${n.status().appliedIndex})`);
+  }
+
+  /** Runs a callback into production code; an exception there would kill the real process. */
+  private guard(proc: SimProcess, what: string, fn: () => void): void {
+    try {
+      fn();
+    } catch (err) {
+      this.world.fail('process-crash', `${proc.name} threw from ${what}: ${errText(err)}`);
+    }
+  }
+
+  /**
+   * The process dies. 'process': the kernel keeps what it accepted (page cache survives);
+   * 'power': the machine loses power (unsynced writes lost or torn, per `random`).
+   */
+  crash(kind: 'process' | 'power', random?: (n: number) => number): void {
+    const p = this.proc;
+    if (p?.alive) p.kill();
+    this.world.trace(`n${this.id} crash (${kind})`);
+    if (this.settings.storage === 'durable') {
+      this.disk = this.disk.crash(kind === 'power' ? { kind, random, zeroFill: true } : { kind });
+    }
+    this.state = 'down';
+    this.node = undefined;
+    this.leases = undefined;
+    this.app = undefined;
+    this.sm = undefined;
+  }
+
+  /** A bit flips at rest in one of the node's WAL or snapshot files (the node should be down). */
+  async flipRandomBit(random: (n: number) => number): Promise<string | undefined> {
+    const files: Array<{ path: string; size: number }> = [];
+    for (const sub of ['wal', 'snap']) {
+      const dir = `${this.dir}/${sub}`;
+      const names = await this.disk.readdir(dir).catch(() => [] as string[]);
+      for (const name of names.sort()) {
+        const c = this.disk.durableContent(`${dir}/${name}`);
+        if (c && c.length > 0) files.push({ path: `${dir}/${name}`, size: c.length });
+      }
+    }
+    if (files.length === 0) return undefined;
+    const f = files[random(files.length)] as { path: string; size: number };
+    const off = random(f.size);
+    const bit = random(8);
+    this.disk.flipBit(f.path, off, bit);
+    this.diskFaulted = true;
+    return `${f.path}@${off}.${bit}`;
+  }
+
+  private installDiskHooks(): void {
+    const w = this.world;
+    const rng = w.rng(`disk-${this.id}`);
+    this.disk.faults = {
+      delay: (op) => {
+        if (op !== 'datasync' && op !== 'syncDir') return undefined;
+        const p = this.proc;
+        if (!p?.alive) return new Promise(() => {});
+        const [lo, hi] = this.settings.syncUs;
+        const us = Math.ceil(rng.range(lo, hi) * this.diskFaults.slow);
+        return new Promise<void>((resolve) => {
+          w.sched.after(us, p, `disk ${op}`, resolve);
+        });
+      },
+      syncError: () => {
+        if (this.diskFaults.syncEio > 0 && rng.chance(this.diskFaults.syncEio)) {
+          this.diskFaulted = true;
+          w.trace(`n${this.id} disk: fsync fails with EIO`);
+          return 'EIO';
+        }
+        return undefined;
+      },
+    };
+  }
+}
+
+function brief(obj: object): string {
+  try {
+    const s = JSON.stringify(obj);
+    return s.length > 300 ? `${s.slice(0, 300)}…` : s;
+  } catch {
+    return String(obj);
+  }
+}
+
+export function errText(err: unknown): string {
+  return err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+}
