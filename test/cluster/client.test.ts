@@ -94,10 +94,12 @@ describe('client SDK on a real cluster', () => {
     expect((thrown as LeaseLostError).reason).toBe('deadline');
     // No renewal was acknowledged after the pause: the deadline is the one known at the pause.
     expect(deadline).toBe(deadlineAtPause);
-    // The last ID passed its check before the deadline (lastCheckMono) and was returned right after it.
-    expect(gen.lastCheckMono).toBeLessThan(deadline);
+    // The generator stops one tick (1 ms for 'floe') before the deadline: its fast path may run to the end of the
+    // tick of its last check. The last ID passed its check before that (lastCheckMono) and was returned right after.
+    expect(gen.lastCheckMono).toBeLessThan(deadline - 1);
     expect(lastOkMono).toBeLessThan(deadline + 5);
-    expect(thrownAt).toBeGreaterThanOrEqual(deadline);
+    // The wall-clock deadline (whole ms) may stop it up to another ms earlier: early is safe.
+    expect(thrownAt).toBeGreaterThanOrEqual(deadline - 2);
     // The deadline is at most TTL minus the margin after the pause began: the cluster cannot have reassigned the ID.
     expect(deadline).toBeLessThanOrEqual(pausedAt + ttlMs - (ttlMs / 10 + 100));
   }, 120_000);
