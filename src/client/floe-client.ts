@@ -181,14 +181,24 @@ export class FloeClient {
       ),
       cachePath: o.cachePath,
     };
-    const acquireTimeoutMs = inRange('acquireTimeoutMs', o.acquireTimeoutMs ?? ttlMs + 2000, 0, 3_600_000);
+    const acquireTimeoutMs = inRange(
+      'acquireTimeoutMs',
+      o.acquireTimeoutMs ?? Math.min(3_600_000, ttlMs + 2000),
+      0,
+      3_600_000,
+    );
     const cacheWallMarginMs = inRange(
       'cacheWallMarginMs',
       o.cacheWallMarginMs ?? Math.floor(ttlMs / 10),
       0,
       3_600_000,
     );
-    const cacheLockWaitMs = inRange('cacheLockWaitMs', o.cacheLockWaitMs ?? ttlMs + 2000, 0, 3_600_000);
+    const cacheLockWaitMs = inRange(
+      'cacheLockWaitMs',
+      o.cacheLockWaitMs ?? Math.min(3_600_000, ttlMs + 2000),
+      0,
+      3_600_000,
+    );
     const { wall, mono } = this.ctx;
     // Only the holder of the cache's lock reads or writes the cache: two processes on one cache would share a lease.
     const lock = o.cachePath

@@ -243,6 +243,8 @@ describe('issue 9 item 4: clocks the deadline must not trust', () => {
     expect(e0?.message).toMatch(/safetyMarginMs = 0/);
     const flap = await errorOf(lease(s, s.client, { ttlMs: 2000, safetyMarginMs: 1000, renewEveryMs: 1000 }));
     expect(flap?.message).toMatch(/renewEveryMs = 1000/);
+    // The longest TTL works with every default (the waits derived from it stay in range).
+    expect((await lease(s, s.client, { ttlMs: 3_600_000, nodeId: 'long' })).ttlMs).toBe(3_600_000);
   });
 
   it('the committed bound still stops generation (CeilingReachedError) while renewals succeed without raising it', async () => {
