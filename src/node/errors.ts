@@ -22,11 +22,45 @@ export class NotLeaderError extends Error {
   }
 }
 
-/** The proposal may or may not have been committed: the caller must treat the outcome as unknown. */
-export class ProposalTimeoutError extends Error {
+/** Why a proposal's outcome is unknown. */
+export type OutcomeUnknownReason = 'timeout' | 'leadershipLost' | 'stopped' | 'snapshot';
+
+/**
+ * The proposal is in a log but this node can no longer see whether it commits: it may still
+ * commit (and be applied) later, or never. Retry only with an idempotent command (e.g. the same
+ * requestId); answer the client "outcome unknown", never success or a definite failure.
+ */
+export class ProposalOutcomeUnknownError extends Error {
+  readonly reason: OutcomeUnknownReason;
+  constructor(reason: OutcomeUnknownReason, detail: string) {
+    super(`${detail}; the proposal's outcome is unknown (it may still commit)`);
+    this.name = 'ProposalOutcomeUnknownError';
+    this.reason = reason;
+  }
+}
+
+/** The proposal was not applied in time: its outcome is unknown (see ProposalOutcomeUnknownError). */
+export class ProposalTimeoutError extends ProposalOutcomeUnknownError {
   constructor(timeoutMs: number) {
-    super(`proposal not applied within ${timeoutMs} ms; its outcome is unknown (it may still commit)`);
+    super('timeout', `proposal not applied within ${timeoutMs} ms`);
     this.name = 'ProposalTimeoutError';
+  }
+}
+
+/**
+ * The proposal definitely did not commit: another entry committed at its index (its leader lost
+ * the term it was proposed in). Nothing was applied for it, so retrying is always safe.
+ */
+export class ProposalNotCommittedError extends Error {
+  readonly term: number;
+  readonly index: number;
+  constructor(term: number, index: number, committedTerm: number) {
+    super(
+      `proposal at index ${index} (term ${term}) was not committed: the entry committed there is from term ${committedTerm}; retry`,
+    );
+    this.name = 'ProposalNotCommittedError';
+    this.term = term;
+    this.index = index;
   }
 }
 

@@ -1,9 +1,12 @@
+import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { RawNode } from '../raft/raw-node.js';
 import {
   type ConfChange,
   type ConfState,
   type Entry,
+  type EntryPosition,
+  InvalidConfChangeError,
   type Message,
   NONE,
   type NodeId,
@@ -13,12 +16,14 @@ import {
   type Role,
   type Status,
 } from '../raft/types.js';
-import { decodeEnvelope, encodeEnvelope, pack, unpack } from './envelope.js';
+import { decodeEnvelope, type Envelope, encodeEnvelope, pack, unpack } from './envelope.js';
 import {
   type LeaderHint,
   NodeStoppedError,
   NotLeaderError,
   OverloadedError,
+  ProposalNotCommittedError,
+  ProposalOutcomeUnknownError,
   ProposalTimeoutError,
   ReadTimeoutError,
 } from './errors.js';
@@ -70,21 +75,35 @@ export interface FloeNodeOptions<R> {
   maxPendingProposals?: number;
   /** Seeded randomness for the core's election timeouts. */
   random: RandomInt;
+  /**
+   * Tells this process's read contexts apart from any earlier process of the same node (a late
+   * answer to an earlier incarnation's read must not answer a new one). Default: 8 random bytes.
+   */
+  incarnation?: Uint8Array;
   clock?: NodeClock;
   logger?: NodeLogger;
   leaderLease?: boolean;
 }
 
-interface PendingProposal<R> {
+/**
+ * A proposal waiting for its entry. It is identified by where it landed in this leader's log:
+ * (term, index) names one entry for ever, in every incarnation of every node, so an entry a
+ * previous process proposed can never be taken for this one (issue 9 item 1).
+ */
+interface PendingProposal<R> extends EntryPosition {
+  /** The envelope's sequence number, checked as well (a mismatch would be a bug, never a result). */
+  seq: number;
   resolve(result: R): void;
   reject(err: Error): void;
-  timer: NodeJS.Timeout;
+  timer: NodeJS.Timeout | undefined;
 }
 
 interface PendingRead {
+  /** Unique across incarnations: [node id, incarnation, sequence]. Re-sent to a new leader. */
+  ctx: Uint8Array;
   resolve(): void;
   reject(err: Error): void;
-  timer: NodeJS.Timeout;
+  timer: NodeJS.Timeout | undefined;
   index?: number;
 }
 
@@ -129,6 +148,9 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
   private persistedTerm = 0;
   private persistedVote: NodeId = NONE;
   private seq = 0;
+  private readSeq = 0;
+  private readonly incarnation: Uint8Array;
+  /** By log index, in proposal order (hence in term order: see failPendingOutsideTerm). */
   private readonly pending = new Map<number, PendingProposal<R>>();
   private readonly reads = new Map<string, PendingRead>();
   private readonly readsAwaitingApply: PendingRead[] = [];
@@ -138,6 +160,7 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
   private drainScheduled = false;
   private snapshotting = false;
   private stoppedReason: string | undefined;
+  private closing: Promise<void> | undefined;
   private fatal: Error | undefined;
   /** Counters for /metrics. */
   readonly stats = { proposals: 0, applied: 0, readyBatches: 0, fsyncs: 0, snapshots: 0, leaderChanges: 0 };
@@ -151,6 +174,7 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     this.clock = options.clock ?? systemClock;
     this.log = options.logger ?? silentLogger;
     this.self = options.self ?? {};
+    this.incarnation = options.incarnation ?? randomBytes(8);
     this.opts = {
       tickMs: options.tickMs ?? 50,
       electionTicks: options.electionTicks ?? 10,
@@ -205,33 +229,70 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     try {
       this.raw.step(msg);
     } catch (err) {
-      this.log.warn({ err, type: msg.type, from: msg.from }, 'raft refused a peer message');
+      // The core throws only its documented refusals or a broken invariant (an entry conflicting
+      // with a committed one, a commit beyond the log: durability was lost somewhere). A throw
+      // may also have left the core half-updated. Either way the only safe answer is to stop,
+      // as etcd does; a restart recovers from what is on disk.
+      if (isRefusal(err)) {
+        this.log.warn({ err: String(err), type: msg.type, from: msg.from }, 'raft refused a peer message');
+      } else {
+        this.failStop(`step of a ${msg.type} message from node ${msg.from}`, err);
+        return;
+      }
     }
     this.kick();
   }
 
   onUnreachable(peer: NodeId): void {
     if (this.stoppedReason) return;
-    this.raw.reportUnreachable(peer);
+    try {
+      this.raw.reportUnreachable(peer);
+    } catch (err) {
+      this.failStop(`reportUnreachable(${peer})`, err);
+    }
   }
 
   onSnapshotStatus(peer: NodeId, ok: boolean): void {
     if (this.stoppedReason) return;
-    this.raw.reportSnapshot(peer, ok);
+    try {
+      this.raw.reportSnapshot(peer, ok);
+    } catch (err) {
+      this.failStop(`reportSnapshot(${peer})`, err);
+      return;
+    }
     this.kick();
   }
 
   private onTimer(): void {
-    // Ticks follow the monotonic clock, not the timer count: after the event loop was blocked
-    // (or the process stopped), elapsed ticks are delivered so leases and check-quorum see the
-    // real time that passed. Capped so a long pause does not spin.
-    const now = this.clock.monotonicMs();
-    let due = Math.floor((now - this.lastTickAt) / this.opts.tickMs);
-    if (due <= 0) return;
-    this.lastTickAt += due * this.opts.tickMs;
-    due = Math.min(due, this.opts.electionTicks * 4);
-    for (let i = 0; i < due; i++) this.raw.tick();
+    if (this.stoppedReason) return;
+    // Nothing may escape a timer callback: an uncaught exception would kill the process without
+    // a word. Anything unexpected stops the node with its reason instead (fail-stop).
+    try {
+      // Ticks follow the monotonic clock, not the timer count: after the event loop was blocked
+      // (or the process stopped), elapsed ticks are delivered so leases and check-quorum see the
+      // real time that passed. Capped so a long pause does not spin.
+      const now = this.clock.monotonicMs();
+      let due = Math.floor((now - this.lastTickAt) / this.opts.tickMs);
+      if (due <= 0) return;
+      this.lastTickAt += due * this.opts.tickMs;
+      due = Math.min(due, this.opts.electionTicks * 4);
+      for (let i = 0; i < due; i++) this.raw.tick();
+    } catch (err) {
+      this.failStop('tick', err);
+      return;
+    }
     this.kick();
+  }
+
+  /** Stops the node for an error it cannot continue from, saying why (fail-stop). */
+  private failStop(what: string, err: unknown): void {
+    if (this.stoppedReason) return;
+    this.fatal = err instanceof Error ? err : new Error(String(err));
+    this.log.error(
+      { err: this.fatal.message, stack: this.fatal.stack, what },
+      `fatal error in ${what}; stopping the node`,
+    );
+    this.halt(`fatal: ${what}: ${this.fatal.message}`);
   }
 
   // ---- client API ------------------------------------------------------------------------
@@ -251,42 +312,87 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     }
     const seq = ++this.seq;
     const data = encodeEnvelope({ origin: this.id, seq, leaderTimeMs: this.clock.wallMs(), kind, payload });
+    let at: EntryPosition;
     try {
-      this.raw.propose(data);
+      at = this.raw.propose(data);
     } catch (err) {
       return Promise.reject(this.translateDrop(err));
     }
     this.stats.proposals++;
+    // An earlier proposal at this index lost its slot (this node lost the term and leads again
+    // before the loss was noticed): its entry was replaced, so it never commits.
+    const stale = this.pending.get(at.index);
+    if (stale) this.settle(stale, new ProposalNotCommittedError(stale.term, stale.index, at.term));
     const p = new Promise<unknown>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.pending.delete(seq);
-        reject(new ProposalTimeoutError(this.opts.proposalTimeoutMs));
+      const entry: PendingProposal<R> = {
+        term: at.term,
+        index: at.index,
+        seq,
+        resolve: resolve as (r: R) => void,
+        reject,
+        timer: undefined,
+      };
+      entry.timer = setTimeout(() => {
+        this.settle(entry, new ProposalTimeoutError(this.opts.proposalTimeoutMs));
       }, this.opts.proposalTimeoutMs);
-      this.pending.set(seq, { resolve: resolve as (r: R) => void, reject, timer });
+      this.pending.set(at.index, entry);
     });
     this.kick();
     return p;
   }
 
-  /** Resolves once this node has applied everything committed before the call (ReadIndex). */
+  /** Answers a waiting proposal once: with its result, or with an error. */
+  private settle(p: PendingProposal<R>, outcome: Error | { result: R }): void {
+    if (this.pending.get(p.index) !== p) return;
+    this.pending.delete(p.index);
+    clearTimeout(p.timer);
+    if (outcome instanceof Error) p.reject(outcome);
+    else p.resolve(outcome.result);
+  }
+
+  /**
+   * Resolves once this node has applied everything committed before the call (ReadIndex). If the
+   * leader changes before the read is confirmed, it is asked again of the new leader.
+   */
   linearizableRead(): Promise<void> {
     if (this.stoppedReason) return Promise.reject(new NodeStoppedError(this.stoppedReason));
     if (this.lead === NONE) return Promise.reject(new NotLeaderError(this.id, undefined));
-    const ctx = pack([this.id, ++this.seq]);
+    const ctx = pack([this.id, this.incarnation, ++this.readSeq]);
+    // The core may refuse at once (our cached leader is stale): nothing is armed before it accepts.
+    try {
+      this.raw.readIndex(ctx);
+    } catch (err) {
+      return Promise.reject(this.translateDrop(err));
+    }
     const key = Buffer.from(ctx).toString('base64');
     const p = new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => {
+      const read: PendingRead = { ctx, resolve, reject, timer: undefined };
+      read.timer = setTimeout(() => {
         this.reads.delete(key);
         const i = this.readsAwaitingApply.indexOf(read);
         if (i >= 0) this.readsAwaitingApply.splice(i, 1);
         reject(new ReadTimeoutError(this.opts.proposalTimeoutMs));
       }, this.opts.proposalTimeoutMs);
-      const read: PendingRead = { resolve, reject, timer };
       this.reads.set(key, read);
     });
-    this.raw.readIndex(ctx);
     this.kick();
     return p;
+  }
+
+  /**
+   * A new leader knows nothing of the reads the old one was confirming: ask it again. A late answer
+   * from the old leader is still correct (it confirmed its leadership after the read began).
+   */
+  private reissueReads(): void {
+    for (const [key, read] of this.reads) {
+      try {
+        this.raw.readIndex(read.ctx);
+      } catch (err) {
+        this.reads.delete(key);
+        clearTimeout(read.timer);
+        read.reject(this.translateDrop(err));
+      }
+    }
   }
 
   /** Adds a member as a learner; call `promote` once it has caught up (see `waitCaughtUp`). */
@@ -311,11 +417,20 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
   async waitCaughtUp(id: NodeId, timeoutMs = 30_000, slack = 100): Promise<void> {
     const deadline = this.clock.monotonicMs() + timeoutMs;
     while (this.clock.monotonicMs() < deadline) {
+      if (this.stoppedReason) throw new NodeStoppedError(this.stoppedReason);
       const st = this.raw.status();
       if (st.role !== 'leader') throw new NotLeaderError(this.id, this.leaderHint());
       const pr = st.progress?.[id];
       if (pr && pr.match + slack >= st.lastIndex) return;
-      await new Promise<void>((r) => this.once('applied', () => r()));
+      await new Promise<void>((r) => {
+        const wake = () => {
+          this.off('applied', wake);
+          this.off('stopped', wake);
+          r();
+        };
+        this.on('applied', wake);
+        this.on('stopped', wake);
+      });
     }
     throw new Error(`member ${id} did not catch up within ${timeoutMs} ms`);
   }
@@ -337,24 +452,38 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     this.kick();
     // The change is done when this node applies it (we see the new membership).
     return new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => {
+      const done = () => {
+        clearTimeout(timer);
         this.off('applied', check);
+        this.off('stopped', onStopped);
+      };
+      const timer = setTimeout(() => {
+        done();
         reject(new ProposalTimeoutError(this.opts.proposalTimeoutMs));
       }, this.opts.proposalTimeoutMs);
       const check = () => {
         const inVoters = this.conf.voters.includes(cc.nodeId);
         const inLearners = this.conf.learners.includes(cc.nodeId);
-        const done =
+        if (
           (cc.type === 'addLearner' && inLearners) ||
           (cc.type === 'addVoter' && inVoters) ||
-          (cc.type === 'remove' && !inVoters && !inLearners);
-        if (done) {
-          clearTimeout(timer);
-          this.off('applied', check);
+          (cc.type === 'remove' && !inVoters && !inLearners)
+        ) {
+          done();
           resolve();
         }
       };
+      const onStopped = (reason: string) => {
+        done();
+        reject(
+          new ProposalOutcomeUnknownError(
+            'stopped',
+            `node ${this.id} stopped (${reason}) before the ${cc.type} of ${cc.nodeId} was applied`,
+          ),
+        );
+      };
       this.on('applied', check);
+      this.on('stopped', onStopped);
     });
   }
 
@@ -368,19 +497,30 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
 
   private waitFor(pred: () => boolean, timeoutMs: number, what: string): Promise<void> {
     if (pred()) return Promise.resolve();
+    if (this.stoppedReason) return Promise.reject(new NodeStoppedError(this.stoppedReason));
     return new Promise<void>((resolve, reject) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.off('role', onRole);
+        this.off('stopped', onStopped);
+      };
       const onRole = () => {
         if (pred()) {
-          clearTimeout(timer);
-          this.off('role', onRole);
+          done();
           resolve();
         }
       };
+      // A stopped node never changes role again: answer now, and leave no timer holding the process.
+      const onStopped = (reason: string) => {
+        done();
+        reject(new NodeStoppedError(reason));
+      };
       const timer = setTimeout(() => {
-        this.off('role', onRole);
+        done();
         reject(new Error(`${what} within ${timeoutMs} ms`));
       }, timeoutMs);
       this.on('role', onRole);
+      this.on('stopped', onStopped);
     });
   }
 
@@ -394,7 +534,19 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
    * a short blip, not an election timeout.
    */
   async stop(reason = 'stopped'): Promise<void> {
-    if (this.stoppedReason) return;
+    if (!this.stoppedReason) await this.handOver();
+    this.halt(reason);
+    // Also after a fatal halt: the transport and storage (its lock) must be released so the process
+    // can exit. Let an in-flight persist finish first so nothing acknowledged is half-written.
+    this.closing ??= (async () => {
+      while (this.draining) await new Promise((r) => setImmediate(r));
+      await this.transport.close();
+      await this.storage.close();
+    })();
+    await this.closing;
+  }
+
+  private async handOver(): Promise<void> {
     if (this.role === 'leader' && this.conf.voters.length > 1) {
       const st = this.raw.status();
       let best: NodeId = NONE;
@@ -415,11 +567,6 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
         }
       }
     }
-    this.halt(reason);
-    // Let an in-flight persist finish so nothing acknowledged is half-written.
-    while (this.draining) await new Promise((r) => setImmediate(r));
-    await this.transport.close();
-    await this.storage.close();
   }
 
   private halt(reason: string): void {
@@ -427,12 +574,17 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     this.stoppedReason = reason;
     if (this.ticker) clearInterval(this.ticker);
     this.ticker = undefined;
-    const err = new NodeStoppedError(reason);
-    for (const p of this.pending.values()) {
-      clearTimeout(p.timer);
-      p.reject(err);
+    // A pending proposal is in the log and may still commit on the other members.
+    for (const p of [...this.pending.values()]) {
+      this.settle(
+        p,
+        new ProposalOutcomeUnknownError(
+          'stopped',
+          `node ${this.id} stopped (${reason}) before entry ${p.index} was applied`,
+        ),
+      );
     }
-    this.pending.clear();
+    const err = new NodeStoppedError(reason);
     for (const r of this.reads.values()) {
       clearTimeout(r.timer);
       r.reject(err);
@@ -472,18 +624,23 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
   }
 
   leaderHint(): LeaderHint | undefined {
-    if (this.lead === NONE) return undefined;
-    const m = this.members.get(this.lead);
-    return { id: this.lead, peerAddr: m?.peerAddr, httpAddr: m?.httpAddr, respAddr: m?.respAddr };
+    return this.hintFor(this.lead);
   }
 
   private translateDrop(err: unknown): Error {
     if (err instanceof ProposalDroppedError) {
+      // The core's idea of the leader is fresher than ours (ours changes with the next Ready).
       if (err.reason === 'notLeader' || err.reason === 'removed')
-        return new NotLeaderError(this.id, this.leaderHint());
+        return new NotLeaderError(this.id, this.hintFor(err.lead));
       return err;
     }
     return err instanceof Error ? err : new Error(String(err));
+  }
+
+  private hintFor(lead: NodeId): LeaderHint | undefined {
+    if (lead === NONE) return undefined;
+    const m = this.members.get(lead);
+    return { id: lead, peerAddr: m?.peerAddr, httpAddr: m?.httpAddr, respAddr: m?.respAddr };
   }
 
   // ---- the Ready loop ---------------------------------------------------------------------
@@ -549,8 +706,21 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
       this.applied = rd.snapshot.metadata.index;
       this.snapshotIndex = rd.snapshot.metadata.index;
       this.syncTransportPeers();
+      // Entries the snapshot covers are never handed out one by one: whether ours is among them
+      // cannot be told.
+      for (const p of [...this.pending.values()]) {
+        if (p.index > this.applied) continue;
+        this.settle(
+          p,
+          new ProposalOutcomeUnknownError(
+            'snapshot',
+            `a snapshot replaced the log up to entry ${this.applied}`,
+          ),
+        );
+      }
     }
     for (const e of rd.committedEntries) this.applyEntry(e);
+    this.failPendingOutsideTerm();
     for (const rs of rd.readStates) {
       const key = Buffer.from(rs.context).toString('base64');
       const read = this.reads.get(key);
@@ -582,8 +752,46 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
 
   private applyEntry(e: Entry): void {
     if (e.index <= this.applied) return;
+    // A committed entry this node cannot read would make its state differ from the others'.
+    // Skipping is never right: stop (the drain loop halts the node on this throw).
+    let env: Envelope | undefined;
+    if (e.type === 'normal' && e.data.length > 0) {
+      try {
+        env = decodeEnvelope(e.data);
+      } catch (err) {
+        throw new Error(
+          `committed entry ${e.index} (term ${e.term}) cannot be decoded (${String(err)}); stopping so that this replica does not diverge`,
+        );
+      }
+    }
     this.applied = e.index;
     this.stats.applied++;
+    const result = this.applyDecoded(e, env);
+    const p = this.pending.get(e.index);
+    if (p) this.settle(p, this.outcomeFor(p, e, env, result));
+  }
+
+  /** What a proposal waiting at this entry's index gets: its own result, or why it has none. */
+  private outcomeFor(
+    p: PendingProposal<R>,
+    e: Entry,
+    env: Envelope | undefined,
+    result: unknown,
+  ): Error | { result: R } {
+    if (e.term !== p.term) return new ProposalNotCommittedError(p.term, p.index, e.term);
+    // Same (term, index) is the same entry (Log Matching), so this is a bug if it ever happens;
+    // the caller gets an error, never another entry's result.
+    if (env === undefined || env.origin !== this.id || env.seq !== p.seq) {
+      const err = new Error(
+        `internal error: entry ${e.index} (term ${e.term}) is not the proposal this node made there`,
+      );
+      this.log.error({ index: e.index, term: e.term, origin: env?.origin, seq: env?.seq }, err.message);
+      return err;
+    }
+    return { result: result as R };
+  }
+
+  private applyDecoded(e: Entry, env: Envelope | undefined): unknown {
     if (e.type === 'conf') {
       this.conf = this.raw.applyConfChange(e.change);
       const ctx = decodeMemberContext(e.change.context);
@@ -595,32 +803,40 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
       this.syncTransportPeers();
       if (e.change.type === 'remove' && e.change.nodeId === this.id) {
         this.log.warn({ index: e.index }, 'this node was removed from the cluster; stopping');
-        setImmediate(() => void this.stop('removed from the cluster'));
+        setImmediate(() => {
+          this.stop('removed from the cluster').catch((err) =>
+            this.log.error({ err: String(err) }, 'stopping after removal failed'),
+          );
+        });
       }
-      return;
+      return undefined;
     }
-    if (e.data.length === 0) return; // a new leader's no-op
-    let env: ReturnType<typeof decodeEnvelope>;
-    try {
-      env = decodeEnvelope(e.data);
-    } catch (err) {
-      this.log.error({ index: e.index, err: String(err) }, 'undecodable log entry skipped');
-      return;
-    }
-    let result: unknown;
+    if (env === undefined) return undefined; // a new leader's no-op
     if (env.kind === 'sys') {
       this.members.applySys(unpack<SysCommand>(env.payload));
-      result = undefined;
-    } else {
-      result = this.sm.apply(env.payload, { index: e.index, term: e.term, leaderTimeMs: env.leaderTimeMs });
+      return undefined;
     }
-    if (env.origin === this.id) {
-      const p = this.pending.get(env.seq);
-      if (p) {
-        this.pending.delete(env.seq);
-        clearTimeout(p.timer);
-        p.resolve(result as R);
-      }
+    return this.sm.apply(env.payload, { index: e.index, term: e.term, leaderTimeMs: env.leaderTimeMs });
+  }
+
+  /**
+   * Proposals made in a term this node no longer leads may still commit (under the next leader)
+   * or may not: say so at once instead of letting them wait out their timeout. Proposals are kept
+   * in the order they were made, so their terms never decrease along the map.
+   */
+  private failPendingOutsideTerm(): void {
+    if (this.pending.size === 0) return;
+    const leading = this.raw.role === 'leader';
+    const term = this.raw.term;
+    for (const p of this.pending.values()) {
+      if (leading && p.term === term) break;
+      this.settle(
+        p,
+        new ProposalOutcomeUnknownError(
+          'leadershipLost',
+          `node ${this.id} is no longer the leader of term ${p.term} and entry ${p.index} is not yet committed`,
+        ),
+      );
     }
   }
 
@@ -630,7 +846,8 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     this.role = role;
     this.lead = lead;
     if (!changed) return;
-    this.log.info({ role, lead, term: this.raw.status().term }, 'raft role changed');
+    this.log.info({ role, lead, term: this.raw.term }, 'raft role changed');
+    if (lead !== NONE && this.reads.size > 0) this.reissueReads();
     this.emit('role', role, lead);
     if (role === 'leader') this.publishSelf();
   }
@@ -705,4 +922,9 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
       this.snapshotting = false;
     }
   }
+}
+
+/** The core's documented refusals: a request that cannot be served now, or never. */
+function isRefusal(err: unknown): boolean {
+  return err instanceof ProposalDroppedError || err instanceof InvalidConfChangeError;
 }

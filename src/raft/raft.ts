@@ -253,7 +253,9 @@ export class Raft {
 
   private hasUnappliedConfChange(): boolean {
     if (this.log.committed <= this.log.applied) return false;
-    let lo = this.log.applied + 1;
+    // Entries below a received snapshot that is still being saved are covered by it (the tracker
+    // already holds its membership) and are no longer readable: start after it.
+    let lo = Math.max(this.log.applied + 1, this.log.firstIndex());
     const hi = this.log.committed + 1;
     while (lo < hi) {
       const ents = this.log.slice(lo, Math.min(hi, lo + 1024), Number.POSITIVE_INFINITY);

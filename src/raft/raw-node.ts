@@ -20,11 +20,13 @@ import type {
   ConfChange,
   ConfState,
   Entry,
+  EntryPosition,
   HardState,
   Message,
   NodeId,
   RaftConfig,
   Ready,
+  Role,
   SoftState,
   Status,
   Storage,
@@ -46,6 +48,16 @@ export class RawNode {
     return this.raft.id;
   }
 
+  /** The current term (cheaper than status()). */
+  get term(): number {
+    return this.raft.term;
+  }
+
+  /** The current role (cheaper than status()). */
+  get role(): Role {
+    return this.raft.role;
+  }
+
   tick(): void {
     this.raft.tick();
   }
@@ -54,8 +66,14 @@ export class RawNode {
     this.raft.step(msg);
   }
 
-  propose(data: Uint8Array): void {
-    this.raft.propose([{ type: 'normal', term: 0, index: 0, data }]);
+  /**
+   * Proposes one entry. Returns where it landed in this leader's log: (term, index) names one entry
+   * for ever (Log Matching), so a caller can tell its own entry from any other applied at that index.
+   */
+  propose(data: Uint8Array): EntryPosition {
+    const e: Entry = { type: 'normal', term: 0, index: 0, data };
+    this.raft.propose([e]);
+    return { term: e.term, index: e.index };
   }
 
   /** Proposes several entries at once (they succeed or fail together). */

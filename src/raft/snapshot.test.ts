@@ -2,6 +2,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { MemoryStorage } from './memory-storage.js';
+import { RawNode } from './raw-node.js';
 import { bytes, Solo, TestNetwork } from './test-network.js';
 import type { AppendResponse, Entry, Snapshot } from './types.js';
 
@@ -204,5 +205,35 @@ describe('restart from storage', () => {
     const storage = new MemoryStorage(conf3);
     storage.setHardState({ term: 1, vote: 0, commit: 3 });
     expect(() => new Solo(1, conf3, {}, storage)).toThrow(/outside the stored log/);
+  });
+});
+
+describe('a received snapshot that is still being saved (issue 9 item 6)', () => {
+  // The follower applied nothing yet; the snapshot lifts its commit index far above its applied
+  // index, and no Ready has been handled (the runtime is still fsyncing the snapshot).
+  function followerWithPendingSnapshot(): RawNode {
+    const node = new RawNode(
+      { id: 3, electionTicks: 10, heartbeatTicks: 1, random: () => 0 },
+      new MemoryStorage(conf3),
+    );
+    node.step({ type: 'snap', from: 1, to: 3, term: 2, snapshot: snapAt(50, 2) });
+    expect(node.hasReady()).toBe(true);
+    return node;
+  }
+
+  it('a tick that times out the election while the snapshot is being saved campaigns instead of throwing', () => {
+    const node = followerWithPendingSnapshot();
+    for (let i = 0; i < 25; i++) node.tick();
+    expect(node.status().role).toBe('preCandidate');
+  });
+
+  it('a leadership transfer (timeoutNow) that arrives while the snapshot is being saved is not lost', () => {
+    const node = followerWithPendingSnapshot();
+    node.step({ type: 'timeoutNow', from: 1, to: 3, term: 2 });
+    expect(node.status()).toMatchObject({ role: 'candidate', term: 3 });
+    // The vote requests go out with the Ready that also persists the snapshot.
+    const rd = node.ready();
+    expect(rd.snapshot?.metadata.index).toBe(50);
+    expect(rd.messages.filter((m) => m.type === 'vote').map((m) => m.to)).toEqual([1, 2]);
   });
 });

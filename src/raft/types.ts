@@ -59,6 +59,12 @@ export interface ConfEntry {
 
 export type Entry = NormalEntry | ConfEntry;
 
+/** Where an entry sits in the log. Two entries with the same term and index are the same entry. */
+export interface EntryPosition {
+  term: number;
+  index: number;
+}
+
 export interface SnapshotMetadata {
   index: number;
   term: number;

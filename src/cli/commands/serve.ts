@@ -75,6 +75,7 @@ export function serveCommand(io: CliIO): Command {
       io.err(
         `floe: node ${config.nodeId} serving (http ${config.httpAddr}, peers ${config.peerAddr}, data ${config.dataDir})\n`,
       );
+      let fatal: string | undefined;
       await new Promise<void>((resolve) => {
         let signals = 0;
         const onSignal = (sig: NodeJS.Signals) => {
@@ -86,9 +87,12 @@ export function serveCommand(io: CliIO): Command {
         process.once('SIGTERM', onSignal);
         process.on('SIGINT', onSignal);
         running.node.once('stopped', (reason) => {
+          if (reason.startsWith('fatal')) fatal = reason;
           if (reason.startsWith('fatal') || reason.startsWith('removed'))
             void running.close(reason).then(resolve, resolve);
         });
       });
+      // Fail-stop: the node halted itself (its reason is logged); the supervisor must see a failure.
+      if (fatal) throw new CommandFailedError(`node ${config.nodeId} stopped: ${fatal}`);
     });
 }
