@@ -11,6 +11,7 @@ export interface ResolvedConfig {
   preVote: boolean;
   checkQuorum: boolean;
   leaderLease: boolean;
+  clockDriftBound: number;
   leaseMarginTicks: number;
   maxInflightMessages: number;
   maxInflightBytes: number;
@@ -25,6 +26,7 @@ export const DEFAULTS = {
   preVote: true,
   checkQuorum: true,
   leaderLease: false,
+  clockDriftBound: 0.1,
   maxInflightMessages: 256,
   maxInflightBytes: 8 * 1024 * 1024,
   maxMessageBytes: 1024 * 1024,
@@ -38,6 +40,27 @@ function positiveInt(name: string, v: number, min = 1): number {
     throw new RaftConfigError(`${name} must be an integer >= ${min}, got ${v}`);
   }
   return v;
+}
+
+/**
+ * The smallest safe lease margin for a drift bound ε (every member's tick period within
+ * (1 ± ε) × nominal; see docs/decisions/0001-raft-core.md §5).
+ *
+ * A quorum echoed a message the leader sent at its tick T. Each of those voters refuses votes
+ * until electionTicks of its own ticks have passed since it received the message: at least
+ * (E − 1) of its periods after T in real time (its first tick may come at once). The leader
+ * believes its lease until its tick T + (E − M), i.e. for (E − M) of its own periods. With the
+ * leader at the slowest rate and a voter at the fastest, the lease is safe when
+ *   (E − M)(1 + ε) ≤ (E − 1)(1 − ε),  i.e.  M ≥ E − ⌊(E − 1)(1 − ε) / (1 + ε)⌋.
+ * Returns electionTicks when no lease at all is safe.
+ */
+export function leaseMarginFor(electionTicks: number, drift: number): number {
+  const budget = (electionTicks - 1) * (1 - drift);
+  // floor((E-1)(1-ε)/(1+ε)), settled by the inequality itself so rounding cannot overstate it.
+  let leaseTicks = Math.floor(budget / (1 + drift));
+  while (leaseTicks > 0 && leaseTicks * (1 + drift) > budget) leaseTicks--;
+  while ((leaseTicks + 1) * (1 + drift) <= budget) leaseTicks++;
+  return electionTicks - Math.max(0, leaseTicks);
 }
 
 export function resolveConfig(c: RaftConfig): ResolvedConfig {
@@ -57,7 +80,18 @@ export function resolveConfig(c: RaftConfig): ResolvedConfig {
       'leaderLease requires checkQuorum (followers must refuse votes while in lease)',
     );
   }
-  const leaseMarginTicks = c.leaseMarginTicks ?? Math.max(1, Math.floor(c.electionTicks / 5));
+  const clockDriftBound = c.clockDriftBound ?? DEFAULTS.clockDriftBound;
+  if (!(clockDriftBound >= 0 && clockDriftBound < 0.5)) {
+    throw new RaftConfigError(`clockDriftBound must be a number in [0, 0.5), got ${clockDriftBound}`);
+  }
+  const derived = leaseMarginFor(c.electionTicks, clockDriftBound);
+  if (leaderLease && c.leaseMarginTicks === undefined && derived >= c.electionTicks) {
+    throw new RaftConfigError(
+      `electionTicks ${c.electionTicks} leaves no safe leader lease with clockDriftBound ${clockDriftBound}; raise electionTicks`,
+    );
+  }
+  // Without leaderLease the margin is never used; keep it in range.
+  const leaseMarginTicks = c.leaseMarginTicks ?? Math.min(derived, c.electionTicks - 1);
   if (
     !Number.isSafeInteger(leaseMarginTicks) ||
     leaseMarginTicks < 0 ||
@@ -76,6 +110,7 @@ export function resolveConfig(c: RaftConfig): ResolvedConfig {
     preVote: c.preVote ?? DEFAULTS.preVote,
     checkQuorum,
     leaderLease,
+    clockDriftBound,
     leaseMarginTicks,
     maxInflightMessages: positiveInt(
       'maxInflightMessages',

@@ -233,9 +233,16 @@ export interface RaftConfig {
    */
   leaderLease?: boolean;
   /**
+   * The documented bound ε on tick-clock error: every member's tick period stays within (1 ± ε) × its
+   * nominal length (so two members' rates differ by at most (1 + ε) / (1 − ε)). The default lease margin
+   * is derived from it. Default 0.1; must be in [0, 0.5).
+   */
+  clockDriftBound?: number;
+  /**
    * Safety margin for the lease, in ticks: the lease lasts electionTicks - leaseMarginTicks ticks from the
    * send tick of the latest message a quorum acknowledged. Covers followers' tick clocks running faster than
-   * the leader's. Default max(1, floor(electionTicks / 5)); must be in [0, electionTicks - 1].
+   * the leader's. Default leaseMarginFor(electionTicks, clockDriftBound) = E − ⌊(E − 1)(1 − ε) / (1 + ε)⌋
+   * (3 for E = 9 or 10 with ε = 0.1); must be in [0, electionTicks - 1].
    */
   leaseMarginTicks?: number;
   /** Flow control: in-flight append messages per follower in replicate state. Default 256. */

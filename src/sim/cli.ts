@@ -5,11 +5,15 @@
 //   --seed S         run exactly one seed (overrides --seeds/--start)
 //   --nodes 3|5      initial voters (default 3)
 //   --steps K        events in the fault phase of each run (default 3000)
-//   --faults NAME    fault profile: none, net, partition, crash, pause, chaos, lease (default chaos)
+//   --faults NAME    fault profile: none, net, partition, crash, pause, chaos, storm, lease, lease-edge
+//                    (default chaos)
 //   --verbose        print every event of the run(s)
 //   --allow-liveness-failures   exit 0 when the only failures are liveness failures
 //   --bug NAME       deliberately break something (self-test of the checkers): amnesia, unhealed-partition
 //   --clock-drift X  override the profile's clock-rate spread (ticks at base × (1 ± X)), X in [0, 0.9]
+//   --clock-rates spread|extremes   clock rates drawn uniformly in ± drift, or only at its two bounds
+//   --election-ticks E   override the drawn election timeout, E in [3, 100]
+//   --lease-margin M     override the core's lease margin (default derived from its drift bound)
 //   --no-conf-changes  no membership changes in the workload
 //   --prevote on|off, --check-quorum on|off   force these core options (default: drawn per seed)
 //   --workaround NAME  step around a known core bug to look for the next one (repeatable):
@@ -25,6 +29,7 @@ import { formatFailure, formatSummary, type SweepSummary } from './report.js';
 import {
   BUG_NAMES,
   type BugName,
+  type ClockRates,
   runSimulation,
   SIM_DEFAULTS,
   type SimResult,
@@ -36,7 +41,8 @@ const DEFAULT_SEEDS = 200;
 
 const USAGE = `usage: npm run sim -- [--seeds N] [--start S] [--seed S] [--nodes 3|5] [--steps K]
                       [--faults ${PROFILE_NAMES.join('|')}] [--verbose] [--allow-liveness-failures]
-                      [--clock-drift X] [--no-conf-changes] [--prevote on|off] [--check-quorum on|off] [--bug ${BUG_NAMES.join('|')}] [--workaround ${WORKAROUND_NAMES.join('|')}]... [--json]
+                      [--clock-drift X] [--clock-rates spread|extremes] [--election-ticks E] [--lease-margin M]
+                      [--no-conf-changes] [--prevote on|off] [--check-quorum on|off] [--bug ${BUG_NAMES.join('|')}] [--workaround ${WORKAROUND_NAMES.join('|')}]... [--json]
 profiles:
 ${PROFILE_NAMES.map((n) => `  ${n.padEnd(10)} ${PROFILES[n]?.summary ?? ''}`).join('\n')}`;
 
@@ -68,6 +74,9 @@ interface CliConfig {
   bug: BugName | undefined;
   workarounds: WorkaroundName[];
   clockDrift: number | undefined;
+  clockRates: ClockRates | undefined;
+  electionTicks: number | undefined;
+  leaseMarginTicks: number | undefined;
   confChanges: boolean;
   preVote: boolean | undefined;
   checkQuorum: boolean | undefined;
@@ -89,6 +98,9 @@ function parse(argv: string[]): CliConfig {
       bug: { type: 'string' },
       workaround: { type: 'string', multiple: true },
       'clock-drift': { type: 'string' },
+      'clock-rates': { type: 'string' },
+      'election-ticks': { type: 'string' },
+      'lease-margin': { type: 'string' },
       'no-conf-changes': { type: 'boolean', default: false },
       prevote: { type: 'string' },
       'check-quorum': { type: 'string' },
@@ -130,6 +142,17 @@ function parse(argv: string[]): CliConfig {
       throw new UsageError(`--clock-drift must be a number in [0, 0.9], got "${values['clock-drift']}"`);
     }
   }
+  const rates = values['clock-rates'];
+  if (rates !== undefined && rates !== 'spread' && rates !== 'extremes') {
+    throw new UsageError(`--clock-rates must be spread or extremes, got "${rates}"`);
+  }
+  const electionTicks = intOption('election-ticks', values['election-ticks'], 3, 100);
+  const leaseMarginTicks = intOption('lease-margin', values['lease-margin'], 0, 99);
+  if (leaseMarginTicks !== undefined && electionTicks !== undefined && leaseMarginTicks >= electionTicks) {
+    throw new UsageError(
+      `--lease-margin must be below --election-ticks (${electionTicks}), got ${leaseMarginTicks}`,
+    );
+  }
   const preVote = onOff('prevote', values.prevote);
   const checkQuorum = onOff('check-quorum', values['check-quorum']);
   const seeds: number[] = [];
@@ -145,6 +168,9 @@ function parse(argv: string[]): CliConfig {
     bug: bug as BugName | undefined,
     workarounds: workarounds as WorkaroundName[],
     clockDrift,
+    clockRates: rates,
+    electionTicks,
+    leaseMarginTicks,
     confChanges: !values['no-conf-changes'],
     preVote,
     checkQuorum,
@@ -187,6 +213,9 @@ function main(): number {
         ...(cfg.preVote !== undefined ? { preVote: cfg.preVote } : {}),
         ...(cfg.checkQuorum !== undefined ? { checkQuorum: cfg.checkQuorum } : {}),
         ...(cfg.clockDrift !== undefined ? { clockDrift: cfg.clockDrift } : {}),
+        ...(cfg.clockRates !== undefined ? { clockRates: cfg.clockRates } : {}),
+        ...(cfg.electionTicks !== undefined ? { electionTicks: cfg.electionTicks } : {}),
+        ...(cfg.leaseMarginTicks !== undefined ? { leaseMarginTicks: cfg.leaseMarginTicks } : {}),
         ...(sink ? { sink } : {}),
       });
     } catch (err) {

@@ -165,6 +165,20 @@ export const PROFILES: Record<string, FaultProfile> = {
     maxImpaired: 2,
     outageScale: 1,
   },
+  'lease-edge': {
+    name: 'lease-edge',
+    summary:
+      'leader lease at its edge: the leader is cut off again and again on a clean network, so the rest elect a new leader as early as the lease allows',
+    weights: { ...NO_FAULTS, partition: 1 },
+    gapUs: [150_000, 400_000],
+    topologies: ['isolateLeader'],
+    clockDrift: 0.1,
+    baseDropRate: 0,
+    baseDuplicateRate: 0,
+    leaderLease: true,
+    maxImpaired: 1,
+    outageScale: 1,
+  },
 };
 
 export const PROFILE_NAMES = Object.keys(PROFILES);

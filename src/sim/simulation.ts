@@ -75,11 +75,22 @@ export interface SimOptions {
   workarounds?: WorkaroundName[];
   /** Overrides the profile's clock-rate spread: each node ticks at base × (1 ± drift). Range [0, 0.9]. */
   clockDrift?: number;
+  /**
+   * How node clock rates are drawn within ± drift: 'spread' (default) uniformly, 'extremes' only at
+   * the two bounds (each node at base × (1 − drift) or base × (1 + drift)), the worst case for leases.
+   */
+  clockRates?: ClockRates;
+  /** Overrides the drawn election timeout (ticks). Range [3, 100]. */
+  electionTicks?: number;
+  /** Overrides the core's lease margin (default: derived from its clock drift bound). */
+  leaseMarginTicks?: number;
   /** Forces pre-vote on or off (default: drawn per seed, on in ~85% of seeds). */
   preVote?: boolean;
   /** Forces check-quorum on or off (default: drawn per seed, ~85% on; always on with leases). */
   checkQuorum?: boolean;
 }
+
+export type ClockRates = 'spread' | 'extremes';
 
 export const SIM_DEFAULTS = {
   nodes: 3 as 3 | 5,
@@ -172,6 +183,8 @@ interface ClusterSettings {
   preVote: boolean;
   checkQuorum: boolean;
   leaderLease: boolean;
+  /** Only when overridden; otherwise the core derives it. */
+  leaseMarginTicks: number | undefined;
   maxInflightMessages: number;
   maxEntriesPerMessage: number;
   maxMessageBytes: number;
@@ -197,6 +210,9 @@ export function replayCommand(o: {
   bug?: BugName | undefined;
   workarounds?: readonly WorkaroundName[] | undefined;
   clockDrift?: number | undefined;
+  clockRates?: ClockRates | undefined;
+  electionTicks?: number | undefined;
+  leaseMarginTicks?: number | undefined;
   confChanges?: boolean | undefined;
   preVote?: boolean | undefined;
   checkQuorum?: boolean | undefined;
@@ -206,6 +222,9 @@ export function replayCommand(o: {
   if (o.steps !== SIM_DEFAULTS.steps) cmd += ` --steps ${o.steps}`;
   if (o.faults !== SIM_DEFAULTS.faults) cmd += ` --faults ${o.faults}`;
   if (o.clockDrift !== undefined) cmd += ` --clock-drift ${o.clockDrift}`;
+  if (o.clockRates !== undefined && o.clockRates !== 'spread') cmd += ` --clock-rates ${o.clockRates}`;
+  if (o.electionTicks !== undefined) cmd += ` --election-ticks ${o.electionTicks}`;
+  if (o.leaseMarginTicks !== undefined) cmd += ` --lease-margin ${o.leaseMarginTicks}`;
   if (o.confChanges === false) cmd += ' --no-conf-changes';
   if (o.preVote !== undefined) cmd += ` --prevote ${o.preVote ? 'on' : 'off'}`;
   if (o.checkQuorum !== undefined) cmd += ` --check-quorum ${o.checkQuorum ? 'on' : 'off'}`;
@@ -227,6 +246,7 @@ class Simulation {
   private readonly confChanges: boolean;
   private readonly livenessTimeouts: number;
   private readonly clockDrift: number;
+  private readonly clockRates: ClockRates;
 
   private readonly root: Prng;
   private readonly netRng: Prng;
@@ -300,6 +320,10 @@ class Simulation {
     if (!(this.clockDrift >= 0 && this.clockDrift <= 0.9)) {
       throw new RangeError(`sim: clockDrift must be in [0, 0.9], got ${this.clockDrift}`);
     }
+    this.clockRates = options.clockRates ?? 'spread';
+    if (this.clockRates !== 'spread' && this.clockRates !== 'extremes') {
+      throw new RangeError(`sim: clockRates must be 'spread' or 'extremes', got ${String(this.clockRates)}`);
+    }
 
     this.root = new Prng(options.seed);
     this.netRng = this.root.fork('network');
@@ -311,6 +335,20 @@ class Simulation {
     if (options.preVote !== undefined) this.settings.preVote = options.preVote;
     if (options.checkQuorum !== undefined)
       this.settings.checkQuorum = options.checkQuorum || this.settings.leaderLease;
+    if (options.electionTicks !== undefined) {
+      if (
+        !Number.isInteger(options.electionTicks) ||
+        options.electionTicks < 3 ||
+        options.electionTicks > 100
+      ) {
+        throw new RangeError(
+          `sim: electionTicks must be an integer in [3, 100], got ${options.electionTicks}`,
+        );
+      }
+      this.settings.electionTicks = options.electionTicks;
+      this.settings.heartbeatTicks = Math.min(this.settings.heartbeatTicks, options.electionTicks - 1);
+    }
+    if (options.leaseMarginTicks !== undefined) this.settings.leaseMarginTicks = options.leaseMarginTicks;
     this.baseNet = {
       ...CALM_NETWORK,
       dropRate: this.profile.baseDropRate,
@@ -390,6 +428,9 @@ class Simulation {
         bug: this.bug,
         workarounds: [...this.workarounds],
         clockDrift: this.options.clockDrift,
+        clockRates: this.options.clockRates,
+        electionTicks: this.options.electionTicks,
+        leaseMarginTicks: this.options.leaseMarginTicks,
         confChanges: this.options.confChanges,
         preVote: this.options.preVote,
         checkQuorum: this.options.checkQuorum,
@@ -758,7 +799,10 @@ class Simulation {
   private createNode(id: NodeId): SimNode {
     const drift = this.clockDrift;
     const rng = this.root.fork(`node-${id}`);
-    const factor = 1 + drift * (2 * rng.float() - 1);
+    // One draw either way, so 'extremes' changes nothing else in the run.
+    const u = rng.float();
+    const factor =
+      this.clockRates === 'extremes' ? (u < 0.5 ? 1 - drift : 1 + drift) : 1 + drift * (2 * u - 1);
     const period = Math.max(1, Math.round(this.settings.baseTickUs * factor));
     const electionRng = rng.fork('election');
     const s = this.settings;
@@ -771,6 +815,7 @@ class Simulation {
       preVote: s.preVote,
       checkQuorum: s.checkQuorum,
       leaderLease: s.leaderLease,
+      ...(s.leaseMarginTicks !== undefined ? { leaseMarginTicks: s.leaseMarginTicks } : {}),
       maxInflightMessages: s.maxInflightMessages,
       maxEntriesPerMessage: s.maxEntriesPerMessage,
       maxMessageBytes: s.maxMessageBytes,
@@ -1260,6 +1305,7 @@ function drawSettings(rng: Prng, profile: FaultProfile): ClusterSettings {
     preVote: rng.chance(0.85),
     checkQuorum: leaderLease || rng.chance(0.85),
     leaderLease,
+    leaseMarginTicks: undefined,
     maxInflightMessages: rng.pick([1, 4, 16, 256]),
     maxEntriesPerMessage: rng.pick([1, 3, 16, 4096]),
     maxMessageBytes: rng.pick([100, 1_000, 1024 * 1024]),
@@ -1278,6 +1324,8 @@ function makeTopology(kind: topo.TopologyKind, ids: NodeId[], leader: NodeId, rn
       return topo.split(ids, rng);
     case 'isolate':
       return topo.isolate(ids, victim);
+    case 'isolateLeader':
+      return { ...topo.isolate(ids, leader), kind: 'isolateLeader' };
     case 'mute':
       return topo.mute(ids, victim);
     case 'deaf':

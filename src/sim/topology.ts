@@ -11,6 +11,8 @@ export type Link = [NodeId, NodeId];
 export type TopologyKind =
   | 'split'
   | 'isolate'
+  /** The current leader loses every link, both ways (the leader-lease edge case). */
+  | 'isolateLeader'
   | 'mute'
   | 'deaf'
   | 'bridge'
