@@ -37,8 +37,10 @@ import {
 import {
   type NodeClock,
   type NodeStorage,
+  type NodeTimers,
   type NodeTransport,
   systemClock,
+  systemTimers,
   type TransportSink,
 } from './seams.js';
 import type { StateMachine } from './state-machine.js';
@@ -81,6 +83,8 @@ export interface FloeNodeOptions<R> {
    */
   incarnation?: Uint8Array;
   clock?: NodeClock;
+  /** Timer functions (default: the real ones). A simulator passes virtual ones. */
+  timers?: NodeTimers;
   logger?: NodeLogger;
   leaderLease?: boolean;
 }
@@ -95,7 +99,7 @@ interface PendingProposal<R> extends EntryPosition {
   seq: number;
   resolve(result: R): void;
   reject(err: Error): void;
-  timer: NodeJS.Timeout | undefined;
+  timer: unknown;
 }
 
 interface PendingRead {
@@ -103,7 +107,7 @@ interface PendingRead {
   ctx: Uint8Array;
   resolve(): void;
   reject(err: Error): void;
-  timer: NodeJS.Timeout | undefined;
+  timer: unknown;
   index?: number;
 }
 
@@ -126,6 +130,7 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
   private readonly transport: NodeTransport;
   private readonly sm: StateMachine<R>;
   private readonly clock: NodeClock;
+  private readonly timers: NodeTimers;
   private readonly log: NodeLogger;
   private readonly opts: Required<
     Pick<
@@ -154,7 +159,7 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
   private readonly pending = new Map<number, PendingProposal<R>>();
   private readonly reads = new Map<string, PendingRead>();
   private readonly readsAwaitingApply: PendingRead[] = [];
-  private ticker: NodeJS.Timeout | undefined;
+  private ticker: unknown;
   private lastTickAt = 0;
   private draining = false;
   private drainScheduled = false;
@@ -172,6 +177,7 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     this.transport = options.transport;
     this.sm = options.stateMachine;
     this.clock = options.clock ?? systemClock;
+    this.timers = options.timers ?? systemTimers;
     this.log = options.logger ?? silentLogger;
     this.self = options.self ?? {};
     this.incarnation = options.incarnation ?? randomBytes(8);
@@ -214,9 +220,9 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
 
   /** Starts ticking. A single-voter cluster elects itself at once. */
   start(): void {
-    if (this.ticker) return;
+    if (this.ticker !== undefined) return;
     this.lastTickAt = this.clock.monotonicMs();
-    this.ticker = setInterval(() => this.onTimer(), this.opts.tickMs);
+    this.ticker = this.timers.setInterval(() => this.onTimer(), this.opts.tickMs);
     const voters = this.conf.voters;
     if (voters.length === 1 && voters[0] === this.id) this.raw.campaign();
     this.kick();
@@ -332,7 +338,7 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
         reject,
         timer: undefined,
       };
-      entry.timer = setTimeout(() => {
+      entry.timer = this.timers.setTimeout(() => {
         this.settle(entry, new ProposalTimeoutError(this.opts.proposalTimeoutMs));
       }, this.opts.proposalTimeoutMs);
       this.pending.set(at.index, entry);
@@ -345,7 +351,7 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
   private settle(p: PendingProposal<R>, outcome: Error | { result: R }): void {
     if (this.pending.get(p.index) !== p) return;
     this.pending.delete(p.index);
-    clearTimeout(p.timer);
+    this.timers.clearTimeout(p.timer);
     if (outcome instanceof Error) p.reject(outcome);
     else p.resolve(outcome.result);
   }
@@ -367,7 +373,7 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     const key = Buffer.from(ctx).toString('base64');
     const p = new Promise<void>((resolve, reject) => {
       const read: PendingRead = { ctx, resolve, reject, timer: undefined };
-      read.timer = setTimeout(() => {
+      read.timer = this.timers.setTimeout(() => {
         this.reads.delete(key);
         const i = this.readsAwaitingApply.indexOf(read);
         if (i >= 0) this.readsAwaitingApply.splice(i, 1);
@@ -389,7 +395,7 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
         this.raw.readIndex(read.ctx);
       } catch (err) {
         this.reads.delete(key);
-        clearTimeout(read.timer);
+        this.timers.clearTimeout(read.timer);
         read.reject(this.translateDrop(err));
       }
     }
@@ -453,11 +459,11 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     // The change is done when this node applies it (we see the new membership).
     return new Promise<void>((resolve, reject) => {
       const done = () => {
-        clearTimeout(timer);
+        this.timers.clearTimeout(timer);
         this.off('applied', check);
         this.off('stopped', onStopped);
       };
-      const timer = setTimeout(() => {
+      const timer = this.timers.setTimeout(() => {
         done();
         reject(new ProposalTimeoutError(this.opts.proposalTimeoutMs));
       }, this.opts.proposalTimeoutMs);
@@ -500,7 +506,7 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     if (this.stoppedReason) return Promise.reject(new NodeStoppedError(this.stoppedReason));
     return new Promise<void>((resolve, reject) => {
       const done = () => {
-        clearTimeout(timer);
+        this.timers.clearTimeout(timer);
         this.off('role', onRole);
         this.off('stopped', onStopped);
       };
@@ -515,7 +521,7 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
         done();
         reject(new NodeStoppedError(reason));
       };
-      const timer = setTimeout(() => {
+      const timer = this.timers.setTimeout(() => {
         done();
         reject(new Error(`${what} within ${timeoutMs} ms`));
       }, timeoutMs);
@@ -539,7 +545,7 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     // Also after a fatal halt: the transport and storage (its lock) must be released so the process
     // can exit. Let an in-flight persist finish first so nothing acknowledged is half-written.
     this.closing ??= (async () => {
-      while (this.draining) await new Promise((r) => setImmediate(r));
+      while (this.draining) await new Promise<void>((r) => this.timers.setImmediate(r));
       await this.transport.close();
       await this.storage.close();
     })();
@@ -572,7 +578,7 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
   private halt(reason: string): void {
     if (this.stoppedReason) return;
     this.stoppedReason = reason;
-    if (this.ticker) clearInterval(this.ticker);
+    if (this.ticker !== undefined) this.timers.clearInterval(this.ticker);
     this.ticker = undefined;
     // A pending proposal is in the log and may still commit on the other members.
     for (const p of [...this.pending.values()]) {
@@ -586,7 +592,7 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     }
     const err = new NodeStoppedError(reason);
     for (const r of this.reads.values()) {
-      clearTimeout(r.timer);
+      this.timers.clearTimeout(r.timer);
       r.reject(err);
     }
     this.reads.clear();
@@ -648,7 +654,7 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
   private kick(): void {
     if (this.drainScheduled || this.stoppedReason) return;
     this.drainScheduled = true;
-    setImmediate(() => {
+    this.timers.setImmediate(() => {
       this.drainScheduled = false;
       void this.drain();
     });
@@ -744,7 +750,7 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
       const r = this.readsAwaitingApply[i]!;
       if ((r.index ?? Number.POSITIVE_INFINITY) <= this.applied) {
         this.readsAwaitingApply.splice(i, 1);
-        clearTimeout(r.timer);
+        this.timers.clearTimeout(r.timer);
         r.resolve();
       }
     }
@@ -803,7 +809,7 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
       this.syncTransportPeers();
       if (e.change.type === 'remove' && e.change.nodeId === this.id) {
         this.log.warn({ index: e.index }, 'this node was removed from the cluster; stopping');
-        setImmediate(() => {
+        this.timers.setImmediate(() => {
           this.stop('removed from the cluster').catch((err) =>
             this.log.error({ err: String(err) }, 'stopping after removal failed'),
           );

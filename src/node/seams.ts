@@ -44,3 +44,24 @@ export const systemClock: NodeClock = {
   monotonicMs: () => performance.now(),
   wallMs: () => Date.now(),
 };
+
+/**
+ * Timers, injectable so a deterministic simulator can drive the production runtime (issue 10).
+ * Handles are opaque. The default calls the global functions at call time.
+ */
+export interface NodeTimers {
+  setTimeout(fn: () => void, ms: number): unknown;
+  clearTimeout(handle: unknown): void;
+  setInterval(fn: () => void, ms: number): unknown;
+  clearInterval(handle: unknown): void;
+  /** Runs fn once the current callback and its microtasks are done (the Ready loop's wake-up). */
+  setImmediate(fn: () => void): unknown;
+}
+
+export const systemTimers: NodeTimers = {
+  setTimeout: (fn, ms) => setTimeout(fn, ms),
+  clearTimeout: (h) => clearTimeout(h as NodeJS.Timeout | undefined),
+  setInterval: (fn, ms) => setInterval(fn, ms),
+  clearInterval: (h) => clearInterval(h as NodeJS.Timeout | undefined),
+  setImmediate: (fn) => setImmediate(fn),
+};

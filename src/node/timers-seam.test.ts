@@ -1,0 +1,150 @@
+// The timer seam (issue 10 prep): with virtual timers and a virtual clock, the production runtime
+// takes no step on its own. Ticks, Ready turns and timeouts happen only when the test runs them,
+// which is what a deterministic simulator needs.
+import { describe, expect, it } from 'vitest';
+import type { Entry, HardState, Snapshot } from '../raft/types.js';
+import { encodeKvCommand, type KvResult, KvStateMachine } from '../state/kv-state-machine.js';
+import { ProposalTimeoutError } from './errors.js';
+import { MemoryNetwork, MemoryNodeStorage } from './memory-seams.js';
+import { FloeNode } from './node.js';
+import type { NodeClock, NodeTimers } from './seams.js';
+
+/** Virtual time: timers fire only in run()/advance(), in time order, then FIFO. */
+class VirtualTimers implements NodeTimers {
+  now = 0;
+  private seq = 0;
+  private readonly timers = new Map<number, { at: number; every: number; fn: () => void }>();
+  private immediates: Array<() => void> = [];
+
+  setTimeout(fn: () => void, ms: number): unknown {
+    this.timers.set(++this.seq, { at: this.now + ms, every: 0, fn });
+    return this.seq;
+  }
+  clearTimeout(h: unknown): void {
+    this.timers.delete(h as number);
+  }
+  setInterval(fn: () => void, ms: number): unknown {
+    this.timers.set(++this.seq, { at: this.now + ms, every: ms, fn });
+    return this.seq;
+  }
+  clearInterval(h: unknown): void {
+    this.timers.delete(h as number);
+  }
+  setImmediate(fn: () => void): unknown {
+    this.immediates.push(fn);
+    return undefined;
+  }
+  get pendingTimers(): number {
+    return this.timers.size;
+  }
+
+  /** Runs immediates (and the microtasks they cause) until none is left. */
+  async settle(): Promise<void> {
+    for (let i = 0; i < 10_000; i++) {
+      for (let j = 0; j < 5; j++) await Promise.resolve();
+      const next = this.immediates.shift();
+      if (!next) {
+        await new Promise((r) => setImmediate(r)); // let real I/O-free promise chains finish
+        if (this.immediates.length === 0) return;
+        continue;
+      }
+      next();
+    }
+    throw new Error('immediates did not settle');
+  }
+
+  /** Moves virtual time forward by ms, firing due timers in order. */
+  async advance(ms: number): Promise<void> {
+    const end = this.now + ms;
+    for (;;) {
+      let due: [number, { at: number; every: number; fn: () => void }] | undefined;
+      for (const e of this.timers) if (e[1].at <= end && (!due || e[1].at < due[1].at)) due = e;
+      if (!due) break;
+      const [id, t] = due;
+      this.now = t.at;
+      if (t.every > 0) t.at += t.every;
+      else this.timers.delete(id);
+      t.fn();
+      await this.settle();
+    }
+    this.now = end;
+  }
+}
+
+/** A storage whose saves never finish (a stuck disk). */
+class StuckStorage extends MemoryNodeStorage {
+  stuck = false;
+  override save(batch: { hardState?: HardState; entries: Entry[]; snapshot?: Snapshot }): Promise<void> {
+    if (this.stuck) return new Promise(() => {});
+    return super.save(batch);
+  }
+}
+
+function node(ids: number[], vt: VirtualTimers, storage = new StuckStorage({ voters: ids, learners: [] })) {
+  const clock: NodeClock = { monotonicMs: () => vt.now, wallMs: () => 1_800_000_000_000 + vt.now };
+  const transport = new MemoryNetwork().endpoint(1);
+  const kv = new KvStateMachine();
+  const n = new FloeNode<KvResult>({
+    id: 1,
+    storage,
+    transport,
+    stateMachine: kv,
+    initialMembers: ids.map((id) => ({ id, peerAddr: `mem:${id}` })),
+    tickMs: 10,
+    electionTicks: 10,
+    random: () => 0,
+    clock,
+    timers: vt,
+    incarnation: new Uint8Array(8),
+    proposalTimeoutMs: 1_000,
+  });
+  transport.bind(n);
+  return { n, kv, storage };
+}
+
+describe('FloeNode with injected timers', () => {
+  it('a single node elects itself and applies a proposal only as virtual immediates run', async () => {
+    const vt = new VirtualTimers();
+    const { n, kv } = node([1], vt);
+    n.start();
+    expect(n.isLeader).toBe(false); // nothing ran yet
+    await vt.settle();
+    expect(n.isLeader).toBe(true);
+    const put = n.propose(encodeKvCommand({ op: 'put', key: 'k', value: 'v' }));
+    await vt.settle();
+    expect(await put).toMatchObject({ ok: true, value: 'v' });
+    expect(kv.get('k')).toBe('v');
+    await n.stop('test over');
+  });
+
+  it('ticks come from the virtual interval and the virtual clock', async () => {
+    const vt = new VirtualTimers();
+    const { n } = node([1, 2, 3], vt);
+    n.start();
+    await vt.settle();
+    expect(n.status().role).toBe('follower');
+    await vt.advance(10 * 10 * 2 + 10); // past the longest randomized election timeout
+    expect(n.status().role).toBe('preCandidate');
+    await n.stop('test over');
+    expect(vt.pendingTimers).toBe(0);
+  });
+
+  it('a proposal times out on the virtual timer, not on a real one', async () => {
+    const vt = new VirtualTimers();
+    const { n, storage } = node([1], vt);
+    n.start();
+    await vt.settle();
+    storage.stuck = true;
+    const put = n.propose(encodeKvCommand({ op: 'put', key: 'k', value: 'v' })).catch((e: unknown) => e);
+    await vt.settle();
+    await vt.advance(999);
+    let settled = false;
+    void put.then(() => {
+      settled = true;
+    });
+    await vt.settle();
+    expect(settled).toBe(false);
+    await vt.advance(1);
+    expect(await put).toBeInstanceOf(ProposalTimeoutError);
+  });
+});
