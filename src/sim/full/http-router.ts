@@ -101,7 +101,8 @@ export class HttpRouter {
         return; // the caller's timeout ends it
       }
       const app = host.app;
-      w.sched.after(this.delay(), nodeProc, `http ${init.method} ${path}`, () => {
+      // A busy-waiting client sends when its wait is over, not before.
+      w.sched.at(client.effectiveUs + this.delay(), nodeProc, `http ${init.method} ${path}`, () => {
         app
           .inject({
             method: init.method as 'GET',
@@ -119,6 +120,9 @@ export class HttpRouter {
               const status = res.statusCode;
               const body = res.body;
               const headers = res.headers;
+              const mismatch = status === 200 ? leaseReplyMismatch(path, init.body, body) : undefined;
+              if (mismatch)
+                w.fail('reply-mismatch', `n${host.id} answered ${init.method} ${path}: ${mismatch}`);
               w.sched.after(this.delay(), client, 'http-reply', () =>
                 answer(() => {
                   this.stats.replies++;
@@ -142,4 +146,91 @@ export class HttpRouter {
       });
     });
   }
+}
+
+export interface HttpAnswer {
+  status: number;
+  body: Record<string, unknown>;
+}
+
+/**
+ * One request from a simulated client, following the leader's redirects (307) but never retrying
+ * anything else. 'refused': nothing was sent or nothing was done (connection refused, no leader to
+ * redirect to); 'lost': no answer (timeout), so the outcome is unknown.
+ */
+export async function callLeader(
+  fetch: FetchLike,
+  endpoint: string,
+  method: string,
+  path: string,
+  body?: unknown,
+): Promise<HttpAnswer | 'refused' | 'lost'> {
+  let base = endpoint;
+  for (let hop = 0; hop < 4; hop++) {
+    let res: FetchResponseLike;
+    try {
+      res = await fetch(`${base}${path}`, {
+        method,
+        headers: body === undefined ? {} : { 'content-type': 'application/json' },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        redirect: 'manual',
+        signal: NEVER_ABORTED,
+      });
+    } catch (err) {
+      return /ECONNREFUSED|ENOTFOUND/.test(String(err)) ? 'refused' : 'lost';
+    }
+    const text = await res.text();
+    let parsed: Record<string, unknown> = {};
+    try {
+      parsed = JSON.parse(text) as Record<string, unknown>;
+    } catch {}
+    if (res.status === 307) {
+      const leader = (parsed.leader as { httpAddr?: string } | undefined)?.httpAddr;
+      if (!leader) return 'refused';
+      base = `http://${leader}`;
+      continue;
+    }
+    return { status: res.status, body: parsed };
+  }
+  return 'refused';
+}
+
+const NEVER_ABORTED = new AbortController().signal;
+
+const LEASE_PATH = /^\/v1\/apps\/([^/]+)\/workers\/(?:(acquire)|(\d+)\/(renew|release))$/;
+
+/**
+ * Whether a successful lease reply answers its request (app, op, nodeId, requestId, incarnation,
+ * worker ID, token), independently of the SDK's own check. Undefined when it does (or is no lease call).
+ */
+export function leaseReplyMismatch(
+  path: string,
+  reqBody: string | undefined,
+  resBody: string,
+): string | undefined {
+  const m = LEASE_PATH.exec(path);
+  if (!m) return undefined;
+  let req: Record<string, unknown>;
+  let res: Record<string, unknown>;
+  try {
+    req = JSON.parse(reqBody ?? '{}') as Record<string, unknown>;
+    res = JSON.parse(resBody) as Record<string, unknown>;
+  } catch {
+    return 'a body is not JSON';
+  }
+  const app = decodeURIComponent(m[1] as string);
+  const op = m[2] ?? (m[4] as string);
+  const expect: Record<string, unknown> = { op, app };
+  if (op === 'acquire') {
+    expect.nodeId = req.nodeId;
+    if (req.requestId !== undefined) expect.requestId = req.requestId;
+    if (req.incarnation !== undefined) expect.incarnation = req.incarnation;
+  } else {
+    expect.workerId = Number(m[3]);
+    if (op === 'renew') expect.token = req.token;
+  }
+  for (const [k, v] of Object.entries(expect)) {
+    if (res[k] !== v) return `${k} is ${JSON.stringify(res[k])}, the request's is ${JSON.stringify(v)}`;
+  }
+  return undefined;
 }

@@ -21,6 +21,7 @@ import {
 } from '../../check/index.js';
 import type { FetchLike } from '../../client/http-transport.js';
 import type { Prng } from '../prng.js';
+import { callLeader, type HttpAnswer } from './http-router.js';
 import type { SimProcess } from './process.js';
 import type { World } from './world.js';
 
@@ -28,11 +29,6 @@ export const KV_KEYS = ['k0', 'k1', 'k2'];
 export const COUNTER_KEYS = ['c0', 'c1'];
 
 type Outcome<T> = { kind: 'ok'; value: T } | { kind: 'unknown' } | { kind: 'not-applied' };
-
-interface HttpAnswer {
-  status: number;
-  body: Record<string, unknown>;
-}
 
 export class KvHistory {
   readonly registers: Operation<RegisterInput, RegisterOutput>[] = [];
@@ -87,37 +83,14 @@ export class KvClient {
     this.next();
   }
 
-  /** Sends one request, following the leader's redirects; never retries anything else. */
-  private async call(method: string, path: string, body?: unknown): Promise<HttpAnswer | 'refused' | 'lost'> {
-    let base = this.endpoints[this.rng.int(this.endpoints.length)] as string;
-    for (let hop = 0; hop < 4; hop++) {
-      let res: Awaited<ReturnType<FetchLike>>;
-      try {
-        res = await this.fetch(`${base}${path}`, {
-          method,
-          headers: body === undefined ? {} : { 'content-type': 'application/json' },
-          ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-          redirect: 'manual',
-          signal: new AbortController().signal,
-        });
-      } catch (err) {
-        // Refused before anything was sent: certainly not applied. Timeout: unknown.
-        return /ECONNREFUSED|ENOTFOUND/.test(String(err)) ? 'refused' : 'lost';
-      }
-      const text = await res.text();
-      let parsed: Record<string, unknown> = {};
-      try {
-        parsed = JSON.parse(text) as Record<string, unknown>;
-      } catch {}
-      if (res.status === 307) {
-        const leader = (parsed.leader as { httpAddr?: string } | undefined)?.httpAddr;
-        if (!leader) return 'refused';
-        base = `http://${leader}`;
-        continue;
-      }
-      return { status: res.status, body: parsed };
-    }
-    return 'refused';
+  private call(method: string, path: string, body?: unknown): Promise<HttpAnswer | 'refused' | 'lost'> {
+    return callLeader(
+      this.fetch,
+      this.endpoints[this.rng.int(this.endpoints.length)] as string,
+      method,
+      path,
+      body,
+    );
   }
 
   /** 2xx: ok; 503 not_leader / 400: not applied; anything else: unknown. */
@@ -143,6 +116,9 @@ export class KvClient {
     invokeUs: number,
     out: Outcome<O>,
   ): void {
+    this.world.trace(
+      `${this.name} ${key} ${describe(input)} -> ${out.kind === 'ok' ? describe(out.value) : out.kind}`,
+    );
     if (out.kind === 'not-applied') return;
     list.push({
       clientId: this.name,
@@ -154,9 +130,39 @@ export class KvClient {
     });
   }
 
+  /**
+   * A write enters the history when it is sent, with an unknown outcome: if the run ends before
+   * its answer arrives, it may still have taken effect.
+   */
+  private begin<I, O>(list: Operation<I, O>[], key: string, input: I): Operation<I, O> {
+    const op: Operation<I, O> = {
+      clientId: this.name,
+      key,
+      input,
+      output: undefined as O,
+      invokeTime: this.world.sched.nowUs,
+      returnTime: Number.POSITIVE_INFINITY,
+    };
+    list.push(op);
+    return op;
+  }
+
+  private finish<I, O>(list: Operation<I, O>[], op: Operation<I, O>, out: Outcome<O>): void {
+    this.world.trace(
+      `${this.name} ${op.key} ${describe(op.input)} -> ${out.kind === 'ok' ? describe(out.value) : out.kind}`,
+    );
+    if (out.kind === 'not-applied') {
+      const i = list.lastIndexOf(op);
+      if (i >= 0) list.splice(i, 1);
+    } else if (out.kind === 'ok') {
+      op.output = out.value;
+      op.returnTime = this.world.sched.nowUs;
+    }
+  }
+
   private async put(key: string): Promise<void> {
     const value = `${this.name}-${++this.seq}`;
-    const t = this.world.sched.nowUs;
+    const op = this.begin(this.history.registers, key, { op: 'write', value });
     const r = await this.write('PUT', `/v1/kv/${key}`, { value });
     if (r.kind === 'ok') {
       if (r.value.value !== value) {
@@ -167,19 +173,13 @@ export class KvClient {
       }
       this.history.acknowledgedWrites++;
     }
-    this.record(
-      this.history.registers,
-      key,
-      { op: 'write', value },
-      t,
-      r.kind === 'ok' ? { kind: 'ok', value: null } : r,
-    );
+    this.finish(this.history.registers, op, r.kind === 'ok' ? { kind: 'ok', value: null } : r);
   }
 
   private async cas(key: string): Promise<void> {
     const expect = this.lastSeen.get(key) ?? null;
     const value = `${this.name}-${++this.seq}`;
-    const t = this.world.sched.nowUs;
+    const op = this.begin(this.history.registers, key, { op: 'cas', expected: expect, value });
     const r = await this.write('POST', `/v1/kv/${key}/cas`, { expect, value });
     let out: Outcome<RegisterOutput> = r.kind === 'ok' ? { kind: 'ok', value: false } : r;
     if (r.kind === 'ok') {
@@ -196,7 +196,7 @@ export class KvClient {
         this.lastSeen.set(key, (r.value.value as string | null | undefined) ?? null);
       }
     }
-    this.record(this.history.registers, key, { op: 'cas', expected: expect, value }, t, out);
+    this.finish(this.history.registers, op, out);
   }
 
   private async get(key: string): Promise<void> {
@@ -212,14 +212,14 @@ export class KvClient {
   }
 
   private async incr(key: string, by: number): Promise<void> {
-    const t = this.world.sched.nowUs;
+    const op = this.begin(this.history.counters, key, { op: 'incr', delta: BigInt(by) });
     const r = await this.write('POST', `/v1/counters/${key}/incr`, { by });
     let out: Outcome<CounterOutput> = r.kind === 'ok' ? { kind: 'unknown' } : r;
     if (r.kind === 'ok') {
       out = { kind: 'ok', value: BigInt(String(r.value.value)) };
       this.history.acknowledgedWrites++;
     }
-    this.record(this.history.counters, key, { op: 'incr', delta: BigInt(by) }, t, out);
+    this.finish(this.history.counters, op, out);
   }
 
   private async counterGet(key: string): Promise<void> {
@@ -238,32 +238,33 @@ export class KvClient {
     });
   }
 
-  /** The final reads after healing; true once every key was read. */
+  private readonly finalDone = new Set<string>();
+
+  /** The final reads after healing, one per key and counter; true once all are done (call again until then). */
   async finalReads(): Promise<boolean> {
-    let all = true;
-    for (const key of KV_KEYS) {
+    for (const [kind, key] of [
+      ...KV_KEYS.map((k) => ['kv', k] as const),
+      ...COUNTER_KEYS.map((k) => ['counter', k] as const),
+    ]) {
+      if (this.finalDone.has(key)) continue;
       const t = this.world.sched.nowUs;
-      const a = await this.call('GET', `/v1/kv/${key}`);
+      const a = await this.call('GET', kind === 'kv' ? `/v1/kv/${key}` : `/v1/counters/${key}`);
       if (typeof a === 'string' || a.status !== 200) {
-        all = false;
+        this.world.trace(`${this.name} final read of ${key}: ${typeof a === 'string' ? a : a.status}`);
         continue;
       }
-      const v = (a.body.value as string | null | undefined) ?? null;
-      this.record(this.history.registers, key, { op: 'read' }, t, { kind: 'ok', value: v });
-    }
-    for (const key of COUNTER_KEYS) {
-      const t = this.world.sched.nowUs;
-      const a = await this.call('GET', `/v1/counters/${key}`);
-      if (typeof a === 'string' || a.status !== 200) {
-        all = false;
-        continue;
+      this.finalDone.add(key);
+      if (kind === 'kv') {
+        const v = (a.body.value as string | null | undefined) ?? null;
+        this.record(this.history.registers, key, { op: 'read' }, t, { kind: 'ok', value: v });
+      } else {
+        this.record(this.history.counters, key, { op: 'get' }, t, {
+          kind: 'ok',
+          value: BigInt(String(a.body.value)),
+        });
       }
-      this.record(this.history.counters, key, { op: 'get' }, t, {
-        kind: 'ok',
-        value: BigInt(String(a.body.value)),
-      });
     }
-    return all;
+    return this.finalDone.size === KV_KEYS.length + COUNTER_KEYS.length;
   }
 }
 
@@ -277,4 +278,8 @@ export function checkKvHistories(h: KvHistory, timeoutMs: number): { failure?: s
     return { unknown: `linearizability check did not finish within ${timeoutMs} ms` };
   }
   return {};
+}
+
+function describe(v: unknown): string {
+  return JSON.stringify(v, (_k, x: unknown) => (typeof x === 'bigint' ? x.toString() : x)) ?? 'undefined';
 }

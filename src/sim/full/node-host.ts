@@ -228,7 +228,9 @@ export class NodeHost {
     if (p?.alive) p.kill();
     this.world.trace(`n${this.id} crash (${kind})`);
     if (this.settings.storage === 'durable') {
-      this.disk = this.disk.crash(kind === 'power' ? { kind, random, zeroFill: true } : { kind });
+      // No zero-filled tails: the failure model assumes a file system that orders data before size
+      // updates (ext4 data=ordered, XFS); see docs/storage.md, "Failure model".
+      this.disk = this.disk.crash(kind === 'power' ? { kind, random } : { kind });
     }
     this.state = 'down';
     this.node = undefined;

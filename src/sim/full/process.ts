@@ -108,6 +108,16 @@ export class Machine {
     const p = this.processes[this.processes.length - 1];
     return p?.alive ? p : undefined;
   }
+
+  /** The machine sleeps: no process runs, the monotonic clock stops, the wall clock goes on. */
+  suspend(): void {
+    this.clock.suspend();
+  }
+
+  resume(): void {
+    this.clock.resume();
+    for (const p of this.processes) if (p.alive) p.releaseHeld();
+  }
 }
 
 /** A virtual timer handle, shaped enough like Node's Timeout for code that calls unref(). */

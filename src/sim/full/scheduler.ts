@@ -77,10 +77,22 @@ export function turn(): Promise<void> {
   return new Promise((r) => realSetImmediate(r));
 }
 
-/** Waits until no immediate is queued and every microtask has run. */
-export async function settle(): Promise<void> {
-  do await turn();
-  while (immediates.pending.size > 0);
+/**
+ * Most event-loop turns one event may take to settle. Code that polls with setImmediate until some
+ * I/O completes (FloeNode.stop waits so for an in-flight save) would otherwise spin forever, since
+ * virtual time cannot pass inside one event: past this many turns the loop moves on to the next
+ * event and the remaining immediates run interleaved with it (deterministically: a fixed count).
+ */
+export const MAX_TURNS_PER_EVENT = 100;
+
+/** Waits until no immediate is queued and every microtask has run; false if it gave up (see above). */
+export async function settle(): Promise<boolean> {
+  let turns = 0;
+  do {
+    await turn();
+    if (++turns >= MAX_TURNS_PER_EVENT) return immediates.pending.size === 0;
+  } while (immediates.pending.size > 0);
+  return true;
 }
 
 export class Scheduler {
@@ -90,6 +102,8 @@ export class Scheduler {
   current: SimProcess | undefined;
   /** Events run so far. */
   events = 0;
+  /** Events after which immediates were still queued (something polls with setImmediate). */
+  unsettled = 0;
   private readonly queue = new EventQueue<SimEvent>();
 
   get pendingEvents(): number {
@@ -125,17 +139,17 @@ export class Scheduler {
       const slot = this.queue.pop()!;
       const ev = slot.event;
       if (ev.cancelled) continue;
+      this.nowUs = slot.at;
       const p = ev.proc;
       if (p !== undefined) {
         if (!p.alive) continue;
         if (p.heldBack(ev)) continue;
       }
-      this.nowUs = slot.at;
       this.events++;
       this.current = p;
       try {
         ev.fn();
-        await settle();
+        if (!(await settle())) this.unsettled++;
       } finally {
         this.current = undefined;
       }

@@ -1,0 +1,287 @@
+// Profiles and swarm testing: a profile names the faults a run may use; each seed then draws its
+// own configuration from that profile (which faults are on, how often, how hard, network quality,
+// clock rates, lease tuning and the ID layout), so a sweep covers many different mixes instead of
+// one average one (Groce et al., "Swarm testing", ISSTA 2012).
+
+import { defineLayout, type Layout, resolveLayout } from '../../id/index.js';
+import { Prng } from '../prng.js';
+import { type NetConditions, QUIET_NET } from './network.js';
+import type { NodeSettings } from './node-host.js';
+
+export type FaultKind =
+  /** Symmetric, one-way or partial partitions between nodes. */
+  | 'partition'
+  /** Some clients cannot reach some nodes (either way). */
+  | 'clientPartition'
+  /** Drops, duplicates, reordering, corrupted frames and delay spikes for a while. */
+  | 'netNoise'
+  /** A node process dies (the page cache survives) and restarts later on the same disk. */
+  | 'nodeCrash'
+  /** A node machine loses power: unsynced writes lost or torn at any byte; restarts later. */
+  | 'nodePowerLoss'
+  /** A node process stops (SIGSTOP) and resumes: its ticks catch up. */
+  | 'nodePause'
+  /** A node machine suspends: its monotonic clock stops, its wall clock does not. */
+  | 'nodeSuspend'
+  /** A node's fsyncs fail with EIO for a while: it must stop; it is restarted later. */
+  | 'diskEio'
+  /** A node's disk gets slow (fsync latency × 5..50). */
+  | 'diskSlow'
+  /** A bit flips at rest in a down node's WAL or snapshot file before it restarts. */
+  | 'bitFlip'
+  /** A machine's wall clock steps forwards or backwards. */
+  | 'clockJump'
+  /** A machine's clock rate changes (within the profile's drift bound). */
+  | 'clockRate'
+  /** A client process dies; a new one starts later on the same host. */
+  | 'clientCrash'
+  /** A replacement client process starts while the old one still runs; the old one dies later. */
+  | 'clientReplace'
+  /** A client process stops (SIGSTOP / a long GC pause) and resumes. */
+  | 'clientPause'
+  /** A client machine suspends (monotonic clock stops, wall clock runs on). */
+  | 'clientSuspend'
+  /** The leader hands leadership to another voter. */
+  | 'leaderTransfer';
+
+export const FAULT_KINDS: readonly FaultKind[] = [
+  'partition',
+  'clientPartition',
+  'netNoise',
+  'nodeCrash',
+  'nodePowerLoss',
+  'nodePause',
+  'nodeSuspend',
+  'diskEio',
+  'diskSlow',
+  'bitFlip',
+  'clockJump',
+  'clockRate',
+  'clientCrash',
+  'clientReplace',
+  'clientPause',
+  'clientSuspend',
+  'leaderTransfer',
+];
+
+export interface Profile {
+  name: string;
+  summary: string;
+  /** Faults this profile may use. */
+  faults: readonly FaultKind[];
+  /** Each seed turns each fault on with probability 1/2 and draws its weight (else: all on, equal weight). */
+  swarm: boolean;
+  /** Largest |rate - 1| of any machine's clocks. */
+  clockDrift: number;
+  /** Network quality: 0 a clean LAN, 1 the worst the profile allows. */
+  netNoise: number;
+}
+
+const ALL = FAULT_KINDS;
+const NET: FaultKind[] = ['partition', 'clientPartition', 'netNoise'];
+const NODES: FaultKind[] = ['nodeCrash', 'nodePowerLoss', 'nodePause', 'nodeSuspend', 'leaderTransfer'];
+const DISK: FaultKind[] = ['diskEio', 'diskSlow', 'bitFlip', 'nodePowerLoss', 'nodeCrash'];
+const CLIENTS: FaultKind[] = ['clientCrash', 'clientReplace', 'clientPause', 'clientSuspend', 'clockJump'];
+
+export const PROFILES: Record<string, Profile> = {
+  quiet: {
+    name: 'quiet',
+    summary: 'no faults, equal clocks: the baseline',
+    faults: [],
+    swarm: false,
+    clockDrift: 0,
+    netNoise: 0,
+  },
+  net: {
+    name: 'net',
+    summary: 'network faults only',
+    faults: NET,
+    swarm: true,
+    clockDrift: 0.05,
+    netNoise: 1,
+  },
+  nodes: {
+    name: 'nodes',
+    summary: 'node crashes, power loss, pauses, suspends, leadership transfers',
+    faults: NODES,
+    swarm: true,
+    clockDrift: 0.05,
+    netNoise: 0.3,
+  },
+  disk: {
+    name: 'disk',
+    summary: 'fsync EIO, slow disks, bit flips at rest, power loss with torn writes',
+    faults: DISK,
+    swarm: true,
+    clockDrift: 0.05,
+    netNoise: 0.3,
+  },
+  clients: {
+    name: 'clients',
+    summary: 'client crashes, replacements, pauses, suspends and wall-clock steps',
+    faults: CLIENTS,
+    swarm: true,
+    clockDrift: 0.05,
+    netNoise: 0.3,
+  },
+  swarm: {
+    name: 'swarm',
+    summary: 'every fault; each seed draws its own subset and rates (default)',
+    faults: ALL,
+    swarm: true,
+    clockDrift: 0.05,
+    netNoise: 1,
+  },
+  chaos: {
+    name: 'chaos',
+    summary: 'every fault at once, equal weights',
+    faults: ALL,
+    swarm: false,
+    clockDrift: 0.05,
+    netNoise: 1,
+  },
+  drift10: {
+    name: 'drift10',
+    summary:
+      'swarm with clocks at ±10% (pairwise rate gaps past the documented 10%: lease overlaps are expected)',
+    faults: ALL,
+    swarm: true,
+    clockDrift: 0.1,
+    netNoise: 1,
+  },
+};
+
+export const PROFILE_NAMES = Object.keys(PROFILES);
+
+export function profileByName(name: string): Profile {
+  const p = PROFILES[name];
+  if (!p) throw new RangeError(`unknown profile "${name}"; expected one of: ${PROFILE_NAMES.join(', ')}`);
+  return p;
+}
+
+export interface LeaseWorkloadConfig {
+  app: string;
+  ttlMs: number;
+  layout: Layout;
+  poolBits: number;
+  requestTimeoutMs: number;
+  burst: [number, number];
+  gapMs: [number, number];
+  releaseChance: number;
+  /** Hosts that share their nodeId with another host (two processes, one nodeId). */
+  sharedNodeIds: number;
+}
+
+export interface SimConfig {
+  seed: number;
+  profile: string;
+  nodes: number;
+  kvClients: number;
+  leaseClients: number;
+  seconds: number;
+  healSeconds: number;
+  node: NodeSettings;
+  lease: LeaseWorkloadConfig;
+  clockDrift: number;
+  /** Background network conditions of the run. */
+  net: NetConditions;
+  /** Relative weight of each fault in force (absent or 0: off). */
+  weights: Partial<Record<FaultKind, number>>;
+  /** Simulated ms between two fault decisions [min, max]. */
+  faultGapMs: [number, number];
+  /** Most nodes down, paused, suspended or halted at once. */
+  maxImpairedNodes: number;
+  /** How long an outage lasts, ms [min, max]. */
+  outageMs: [number, number];
+}
+
+export interface ConfigOverrides {
+  nodes?: number;
+  kvClients?: number;
+  leaseClients?: number;
+  seconds?: number;
+  healSeconds?: number;
+  storage?: 'durable' | 'memory';
+}
+
+export const COARSE_LAYOUT: Layout = defineLayout({
+  name: 'sim-coarse',
+  epochMs: Date.UTC(2026, 0, 1),
+  unitMs: 50,
+  timestampBits: 40,
+  datacenterBits: 0,
+  workerBits: 19,
+  sequenceBits: 4,
+});
+
+/** The SDK's default layout. */
+export const FLOE_LAYOUT: Layout = resolveLayout('floe');
+
+/** The configuration of one seed: a pure function of (seed, profile, overrides). */
+export function drawConfig(seed: number, profileName: string, o: ConfigOverrides = {}): SimConfig {
+  const p = profileByName(profileName);
+  const rng = new Prng(seed).fork('config');
+  const nodes = o.nodes ?? 3;
+  const weights: Partial<Record<FaultKind, number>> = {};
+  for (const f of p.faults) {
+    if (p.swarm) {
+      if (rng.chance(0.5)) weights[f] = rng.range(1, 10);
+    } else {
+      weights[f] = 5;
+    }
+  }
+  if (p.swarm && p.faults.length > 0 && Object.keys(weights).length === 0) {
+    weights[rng.pick(p.faults)] = 5;
+  }
+  const noise = p.netNoise * rng.float();
+  const net: NetConditions = {
+    ...QUIET_NET,
+    delayUs: [100 + rng.int(500), 1_000 + rng.int(1 + Math.floor(10_000 * noise))],
+    drop: noise * 0.05 * rng.float(),
+    duplicate: noise * 0.05 * rng.float(),
+    reorder: noise * 0.2 * rng.float(),
+    corrupt: noise * 0.01 * rng.float(),
+    spike: noise * 0.05 * rng.float(),
+    spikeUs: [5_000, 5_000 + Math.floor(200_000 * noise)],
+  };
+  const tickMs = rng.pick([20, 50, 50, 100]);
+  const ttlMs = rng.pick([1000, 2000, 2000, 3000, 5000]);
+  const faulty = Object.keys(weights).length > 0;
+  return {
+    seed,
+    profile: p.name,
+    nodes,
+    kvClients: o.kvClients ?? 3,
+    leaseClients: o.leaseClients ?? 10,
+    seconds: o.seconds ?? 10,
+    healSeconds: o.healSeconds ?? 15,
+    node: {
+      tickMs,
+      electionTicks: rng.range(8, 15),
+      heartbeatTicks: 1,
+      snapshotEvery: rng.pick([30, 100, 300, 1000]),
+      trailingEntries: rng.pick([0, 10, 50, 500]),
+      proposalTimeoutMs: rng.pick([1000, 3000, 5000]),
+      storage: o.storage ?? 'durable',
+      syncUs: [100 + rng.int(400), 500 + rng.int(5_000)],
+      leaseTtlMs: ttlMs,
+    },
+    lease: {
+      app: 'svc',
+      ttlMs,
+      layout: rng.chance(0.25) ? COARSE_LAYOUT : FLOE_LAYOUT,
+      poolBits: rng.range(2, 4),
+      requestTimeoutMs: rng.pick([200, 500, 1000]),
+      burst: [1, rng.range(5, 60)],
+      gapMs: [5, rng.range(20, 300)],
+      releaseChance: rng.pick([0, 0.02, 0.1]),
+      sharedNodeIds: rng.chance(0.3) ? 1 : 0,
+    },
+    clockDrift: p.clockDrift,
+    net,
+    weights,
+    faultGapMs: faulty ? [20, rng.range(100, 1_500)] : [1_000, 1_000],
+    maxImpairedNodes: rng.range(1, nodes),
+    outageMs: [10, rng.range(200, 4_000)],
+  };
+}

@@ -1,0 +1,367 @@
+// The fault director: at random gaps it picks one of the faults the seed's configuration allows
+// (weighted), applies it, and schedules its end. Everything it draws comes from its own PRNG
+// stream, so adding a fault kind does not reshuffle the workload.
+
+import type { NodeId } from '../../raft/types.js';
+import type { Prng } from '../prng.js';
+import {
+  bridge,
+  deaf,
+  isolate,
+  leaderBridge,
+  leaderQuorumOneWay,
+  mute,
+  randomOneWay,
+  split,
+} from '../topology.js';
+import type { FaultKind, SimConfig } from './config.js';
+import type { HttpRouter } from './http-router.js';
+import type { KvClient } from './kv-workload.js';
+import type { LeaseClientHost } from './lease-workload.js';
+import type { NetConditions, VirtualNetwork } from './network.js';
+import type { NodeHost } from './node-host.js';
+import type { Machine, SimProcess } from './process.js';
+import type { World } from './world.js';
+
+export interface ClusterView {
+  world: World;
+  cfg: SimConfig;
+  hosts: NodeHost[];
+  leaseClients: LeaseClientHost[];
+  kvClients: KvClient[];
+  net: VirtualNetwork;
+  router: HttpRouter;
+}
+
+export interface FaultStats {
+  injected: Partial<Record<FaultKind, number>>;
+  skipped: number;
+}
+
+export class FaultDirector {
+  readonly stats: FaultStats = { injected: {}, skipped: 0 };
+  private readonly rng: Prng;
+  private healed = false;
+  private partitionEpoch = 0;
+  private noiseEpoch = 0;
+  private readonly weights: Partial<Record<FaultKind, number>>;
+
+  constructor(private readonly c: ClusterView) {
+    this.rng = c.world.rng('faults');
+    this.weights = { ...c.cfg.weights };
+  }
+
+  start(): void {
+    if (Object.keys(this.weights).length === 0) return;
+    this.next();
+  }
+
+  private trace(line: string): void {
+    this.c.world.trace(`fault: ${line}`);
+  }
+
+  private next(): void {
+    if (this.healed) return;
+    const [lo, hi] = this.c.cfg.faultGapMs;
+    this.c.world.sched.after(this.rng.range(lo, hi) * 1000, undefined, 'fault', () => {
+      if (this.healed) return;
+      const kind = this.rng.weighted(this.weights as Record<FaultKind, number>);
+      if (this.inject(kind)) this.stats.injected[kind] = (this.stats.injected[kind] ?? 0) + 1;
+      else this.stats.skipped++;
+      this.next();
+    });
+  }
+
+  private outage(): number {
+    const [lo, hi] = this.c.cfg.outageMs;
+    return this.rng.range(lo, hi) * 1000;
+  }
+
+  /** After `us`, run `fn` unless the run has healed meanwhile (healing undoes everything at once). */
+  private later(us: number, label: string, fn: () => void): void {
+    this.c.world.sched.after(us, undefined, label, () => {
+      if (!this.healed) fn();
+    });
+  }
+
+  private impairedNodes(): number {
+    return this.c.hosts.filter((h) => !h.up || h.proc?.paused || h.machine.clock.suspended).length;
+  }
+
+  private healthyNodes(): NodeHost[] {
+    return this.c.hosts.filter((h) => h.up && !h.proc?.paused && !h.machine.clock.suspended);
+  }
+
+  private canImpair(): boolean {
+    return this.impairedNodes() < this.c.cfg.maxImpairedNodes;
+  }
+
+  private leader(): NodeHost | undefined {
+    return this.c.hosts.find((h) => h.up && h.node?.isLeader);
+  }
+
+  private inject(kind: FaultKind): boolean {
+    const c = this.c;
+    const rng = this.rng;
+    switch (kind) {
+      case 'partition': {
+        const ids = c.hosts.map((h) => h.id);
+        const lead = this.leader()?.id ?? rng.pick(ids);
+        const victim = rng.pick(ids);
+        const shape = rng.int(8);
+        const t =
+          shape === 0
+            ? split(ids, rng)
+            : shape === 1
+              ? isolate(ids, victim)
+              : shape === 2
+                ? mute(ids, victim)
+                : shape === 3
+                  ? deaf(ids, victim)
+                  : shape === 4
+                    ? bridge(ids, rng)
+                    : shape === 5
+                      ? leaderBridge(ids, lead, rng)
+                      : shape === 6
+                        ? leaderQuorumOneWay(ids, lead, rng)
+                        : randomOneWay(ids, rng, 0.3);
+        c.net.setBlocked(t.links);
+        const epoch = ++this.partitionEpoch;
+        this.trace(`partition ${t.describe}`);
+        this.later(this.outage(), 'heal-partition', () => {
+          if (epoch !== this.partitionEpoch) return;
+          c.net.setBlocked([]);
+          this.trace('partition healed');
+        });
+        return true;
+      }
+      case 'clientPartition': {
+        const names = [...c.leaseClients.map((h) => h.name), ...c.kvClients.map((k) => k.name)];
+        if (names.length === 0) return false;
+        const client = rng.pick(names);
+        const node = rng.pick(c.hosts).id;
+        const dirs = rng.pick(['both', 'to', 'from'] as const);
+        const links = [
+          ...(dirs !== 'from' ? [`${client}->${node}`] : []),
+          ...(dirs !== 'to' ? [`${node}->${client}`] : []),
+        ];
+        for (const l of links) c.router.blocked.add(l);
+        this.trace(`client link cut: ${links.join(' ')}`);
+        this.later(this.outage(), 'heal-client-link', () => {
+          for (const l of links) c.router.blocked.delete(l);
+          this.trace(`client link healed: ${links.join(' ')}`);
+        });
+        return true;
+      }
+      case 'netNoise': {
+        const base = c.cfg.net;
+        const hard = rng.float();
+        const noisy: NetConditions = {
+          delayUs: [base.delayUs[0], base.delayUs[1] + Math.floor(hard * 20_000)],
+          drop: Math.min(0.5, base.drop + hard * 0.3),
+          duplicate: Math.min(0.5, base.duplicate + hard * 0.2),
+          reorder: Math.min(1, base.reorder + hard * 0.5),
+          corrupt: Math.min(0.2, base.corrupt + hard * 0.05),
+          spike: Math.min(0.5, base.spike + hard * 0.1),
+          spikeUs: [5_000, 5_000 + Math.floor(hard * 500_000)],
+        };
+        c.net.conditions = noisy;
+        const epoch = ++this.noiseEpoch;
+        this.trace(
+          `network noise drop=${noisy.drop.toFixed(3)} dup=${noisy.duplicate.toFixed(3)} corrupt=${noisy.corrupt.toFixed(3)}`,
+        );
+        this.later(this.outage(), 'quiet-network', () => {
+          if (epoch !== this.noiseEpoch) return;
+          c.net.conditions = { ...base };
+          this.trace('network back to normal');
+        });
+        return true;
+      }
+      case 'nodeCrash':
+      case 'nodePowerLoss': {
+        if (!this.canImpair()) return false;
+        const h = pickMaybe(rng, this.healthyNodes());
+        if (!h) return false;
+        if (kind === 'nodeCrash') h.crash('process');
+        else h.crash('power', (n) => this.rng.int(n));
+        this.later(this.outage(), 'restart-node', () => h.boot());
+        return true;
+      }
+      case 'nodePause':
+      case 'nodeSuspend': {
+        if (!this.canImpair()) return false;
+        const h = pickMaybe(rng, this.healthyNodes());
+        if (!h?.proc) return false;
+        const proc = h.proc;
+        if (kind === 'nodePause') {
+          this.trace(`${proc.name} paused`);
+          proc.pause();
+          this.later(this.outage(), 'resume-node', () => {
+            this.trace(`${proc.name} resumed`);
+            proc.resume();
+          });
+        } else {
+          this.suspend(h.machine);
+        }
+        return true;
+      }
+      case 'diskEio': {
+        if (!this.canImpair()) return false;
+        const h = pickMaybe(rng, this.healthyNodes());
+        if (!h) return false;
+        h.diskFaults.syncEio = 0.2 + 0.8 * rng.float();
+        this.trace(`n${h.id} disk: fsync fails with EIO (p=${h.diskFaults.syncEio.toFixed(2)})`);
+        this.later(this.outage(), 'disk-eio-end', () => {
+          h.diskFaults.syncEio = 0;
+        });
+        return true;
+      }
+      case 'diskSlow': {
+        const h = rng.pick(c.hosts);
+        h.diskFaults.slow = rng.range(5, 50);
+        this.trace(`n${h.id} disk slow ×${h.diskFaults.slow}`);
+        this.later(this.outage(), 'disk-fast', () => {
+          h.diskFaults.slow = 1;
+        });
+        return true;
+      }
+      case 'bitFlip': {
+        // One replica at most: the failure model promises to survive corruption on a minority.
+        if (c.hosts.some((h) => h.diskFaulted)) return false;
+        if (!this.canImpair()) return false;
+        const h = pickMaybe(rng, this.healthyNodes());
+        if (!h) return false;
+        h.crash('process');
+        c.world.sched.after(0, undefined, 'bit-flip', () => {
+          void h
+            .flipRandomBit((n) => this.rng.int(n))
+            .then((where) => {
+              this.trace(`n${h.id} bit flip at rest: ${where ?? 'no file'}`);
+            });
+        });
+        this.later(this.outage(), 'restart-node', () => h.boot());
+        return true;
+      }
+      case 'clockJump': {
+        const machines: Machine[] = [
+          ...c.hosts.map((h) => h.machine),
+          ...c.leaseClients.map((h) => h.machine),
+        ];
+        const m = rng.pick(machines);
+        const delta = (rng.chance(0.5) ? -1 : 1) * rng.range(1, 5_000);
+        m.clock.jumpWall(delta);
+        this.trace(`${m.name} wall clock steps ${delta} ms`);
+        return true;
+      }
+      case 'clockRate': {
+        const machines: Machine[] = [
+          ...c.hosts.map((h) => h.machine),
+          ...c.leaseClients.map((h) => h.machine),
+        ];
+        const m = rng.pick(machines);
+        const rate = 1 + (2 * rng.float() - 1) * c.cfg.clockDrift;
+        m.clock.setRate(rate);
+        this.trace(`${m.name} clock rate ${rate.toFixed(4)}`);
+        return true;
+      }
+      case 'clientCrash': {
+        const h = pickMaybe(
+          rng,
+          c.leaseClients.filter((x) => x.live.length > 0),
+        );
+        if (!h) return false;
+        const p = rng.pick(h.live);
+        h.crash(p);
+        this.later(this.outage(), 'restart-client', () => {
+          if (h.live.length === 0) h.spawn();
+        });
+        return true;
+      }
+      case 'clientReplace': {
+        const h = pickMaybe(
+          rng,
+          c.leaseClients.filter((x) => x.live.length === 1),
+        );
+        if (!h) return false;
+        const old = h.live[0] as SimProcess;
+        h.spawn();
+        this.trace(`replacement started on ${h.name} while ${old.name} runs`);
+        this.later(this.outage(), 'old-client-exits', () => h.crash(old));
+        return true;
+      }
+      case 'clientPause': {
+        const h = pickMaybe(
+          rng,
+          c.leaseClients.filter((x) => x.live.length > 0),
+        );
+        if (!h) return false;
+        const p = rng.pick(h.live);
+        this.trace(`${p.name} paused`);
+        p.pause();
+        this.later(this.outage(), 'resume-client', () => {
+          this.trace(`${p.name} resumed`);
+          p.resume();
+        });
+        return true;
+      }
+      case 'clientSuspend': {
+        const h = pickMaybe(rng, c.leaseClients);
+        if (!h) return false;
+        this.suspend(h.machine);
+        return true;
+      }
+      case 'leaderTransfer': {
+        const lead = this.leader();
+        const node = lead?.node;
+        if (!lead?.proc || !node) return false;
+        const voters = node.status().conf.voters.filter((v: NodeId) => v !== lead.id);
+        if (voters.length === 0) return false;
+        const to = rng.pick(voters);
+        this.trace(`n${lead.id} transfers leadership to n${to}`);
+        c.world.sched.after(0, lead.proc, 'transfer-leadership', () => {
+          node.transferLeadership(to, 2_000).catch((err: unknown) => {
+            this.trace(`transfer to n${to}: ${String(err).slice(0, 120)}`);
+          });
+        });
+        return true;
+      }
+    }
+  }
+
+  private suspend(m: Machine): void {
+    if (m.clock.suspended) return;
+    this.trace(`${m.name} suspends`);
+    m.suspend();
+    this.later(this.outage(), 'machine-resume', () => {
+      this.trace(`${m.name} resumes`);
+      m.resume();
+    });
+  }
+
+  /** Ends every fault now: the network heals, processes resume, nodes restart, clients run. */
+  heal(): void {
+    this.healed = true;
+    const c = this.c;
+    c.net.setBlocked([]);
+    c.net.conditions = { ...c.cfg.net };
+    c.router.blocked.clear();
+    for (const h of c.hosts) {
+      h.diskFaults.syncEio = 0;
+      h.diskFaults.slow = 1;
+      if (h.machine.clock.suspended) h.machine.resume();
+      if (h.proc?.paused) h.proc.resume();
+      if (h.state === 'halted' || h.state === 'failed') h.crash('power');
+      if (h.state === 'down') h.boot();
+    }
+    for (const l of c.leaseClients) {
+      if (l.machine.clock.suspended) l.machine.resume();
+      for (const p of l.live) if (p.paused) p.resume();
+      if (l.live.length === 0) l.spawn();
+    }
+    c.world.trace('heal: every fault ended');
+  }
+}
+
+function pickMaybe<T>(rng: Prng, items: readonly T[]): T | undefined {
+  return items.length === 0 ? undefined : rng.pick(items);
+}

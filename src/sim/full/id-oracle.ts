@@ -1,0 +1,163 @@
+// The ID oracle: checks every ID every simulated client issues, in global simulated time.
+//
+// - Unique: no ID is issued twice, by anyone.
+// - One holder at a time (P1 of docs/decisions/0002-lease-safety.md): a holder (one process
+//   incarnation with one lease token) uses a worker ID from its first to its last issued ID, in
+//   global time; two holders' intervals of one worker ID never overlap. IDs are recorded as they
+//   are issued, in-process, so the last use of a crashed client is exact (no buffered tail to lose,
+//   unlike a chaos run, which must take the kill time as the end).
+// - Above the floor: an ID's timestamp is above its worker's high-water mark at grant time, as
+//   the replicated state had it (tracked here from the lease events every replica emits).
+// - Disjoint ID spaces (P2): a later grant of a worker ID issues only timestamps above every
+//   timestamp an earlier grant of it issued.
+
+import { decode, type Layout } from '../../id/index.js';
+import type { LeaseEvent } from '../../state/leases/types.js';
+import type { World } from './world.js';
+
+interface Holder {
+  key: string;
+  worker: string;
+  token: number;
+  first: number;
+  last: number;
+  minTs: number;
+  maxTs: number;
+  count: number;
+}
+
+export interface OracleStats {
+  ids: number;
+  holders: number;
+  grants: number;
+  /** Worker IDs that were granted to more than one token (changed hands). */
+  reusedWorkers: number;
+}
+
+export class IdOracle {
+  private readonly ids = new Set<bigint>();
+  private readonly holders = new Map<string, Holder>();
+  private readonly byWorker = new Map<string, Holder[]>();
+  /** app/worker → high-water mark after its last release or expiry. */
+  private readonly hwFree = new Map<string, number>();
+  /** app/worker/token → high-water mark when it was granted. */
+  private readonly floorAtGrant = new Map<string, number>();
+  private readonly grantsPerWorker = new Map<string, number>();
+  private readonly seenEvents = new Set<string>();
+  private grants = 0;
+
+  constructor(private readonly world: World) {}
+
+  /** A lease event applied on some replica (each is taken once, by log index). */
+  leaseEvent(e: LeaseEvent): void {
+    if (e.type === 'restored' || e.type === 'renewed') return;
+    const key = `${e.index}/${e.type}/${e.app}/${e.workerId}`;
+    if (this.seenEvents.has(key)) return;
+    this.seenEvents.add(key);
+    const w = `${e.app}/${e.workerId}`;
+    if (e.type === 'granted') {
+      this.grants++;
+      this.grantsPerWorker.set(w, (this.grantsPerWorker.get(w) ?? 0) + 1);
+      this.floorAtGrant.set(`${w}/${e.token}`, this.hwFree.get(w) ?? 0);
+      this.world.trace(
+        `oracle: ${w} granted token ${e.token} to ${e.nodeId} (floor ${this.hwFree.get(w) ?? 0})`,
+      );
+    } else {
+      this.hwFree.set(w, Math.max(this.hwFree.get(w) ?? 0, e.highWaterMs));
+      this.world.trace(`oracle: ${w} token ${e.token} ${e.type} (high-water ${e.highWaterMs})`);
+    }
+  }
+
+  /** `holder` (process incarnation) issued `id` under lease (app, workerId, token) at global time `atUs`. */
+  issued(
+    holderName: string,
+    app: string,
+    workerId: number,
+    token: number,
+    layout: Layout,
+    id: bigint,
+    atUs: number,
+  ): void {
+    const w = `${app}/${workerId}`;
+    if (this.ids.has(id)) {
+      this.world.fail('duplicate-id', `ID ${id} issued again by ${holderName} (worker ${w}, token ${token})`);
+      return;
+    }
+    this.ids.add(id);
+    const parts = decode(id, layout);
+    const worker =
+      layout.datacenterBits > 0 ? (parts.datacenter << layout.workerBits) | parts.worker : parts.worker;
+    if (worker !== workerId) {
+      this.world.fail(
+        'harness',
+        `ID ${id} of ${holderName} decodes to worker ${worker}, its lease is ${workerId}`,
+      );
+      return;
+    }
+    const floor = this.floorAtGrant.get(`${w}/${token}`);
+    if (floor === undefined) {
+      this.world.fail(
+        'reply-mismatch',
+        `${holderName} issues IDs under token ${token} of ${w}, which was never granted`,
+      );
+      return;
+    }
+    if (!(parts.timestamp > floor)) {
+      this.world.fail(
+        'below-floor',
+        `${holderName} issued ID ${id} with timestamp ${parts.timestamp}, not above the high-water mark ${floor} of ${w} at grant (token ${token})`,
+      );
+      return;
+    }
+    const key = `${holderName}/${token}`;
+    let h = this.holders.get(key);
+    if (!h) {
+      h = {
+        key,
+        worker: w,
+        token,
+        first: atUs,
+        last: atUs,
+        minTs: parts.timestamp,
+        maxTs: parts.timestamp,
+        count: 0,
+      };
+      this.holders.set(key, h);
+      let list = this.byWorker.get(w);
+      if (!list) this.byWorker.set(w, (list = []));
+      list.push(h);
+    }
+    h.last = atUs;
+    h.count++;
+    if (parts.timestamp < h.minTs) h.minTs = parts.timestamp;
+    if (parts.timestamp > h.maxTs) h.maxTs = parts.timestamp;
+    for (const g of this.byWorker.get(w) ?? []) {
+      if (g === h) continue;
+      if (g.first <= h.last && h.first <= g.last) {
+        this.world.fail(
+          'lease-overlap',
+          `worker ${w} used by ${g.key} until t=${fmt(g.last)} and by ${h.key} from t=${fmt(h.first)} (global time)`,
+        );
+        return;
+      }
+      // A later grant must start above everything an earlier one issued (and vice versa).
+      if ((g.token < h.token && !(g.maxTs < h.minTs)) || (g.token > h.token && !(h.maxTs < g.minTs))) {
+        this.world.fail(
+          'timestamp-ranges-overlap',
+          `worker ${w}: ${g.key} issued timestamps ${g.minTs}..${g.maxTs}, ${h.key} ${h.minTs}..${h.maxTs}`,
+        );
+        return;
+      }
+    }
+  }
+
+  get stats(): OracleStats {
+    let reused = 0;
+    for (const n of this.grantsPerWorker.values()) if (n > 1) reused++;
+    return { ids: this.ids.size, holders: this.holders.size, grants: this.grants, reusedWorkers: reused };
+  }
+}
+
+function fmt(us: number): string {
+  return `${(us / 1000).toFixed(3)}ms`;
+}

@@ -1,0 +1,191 @@
+// SDK clients: service instances that lease worker IDs with the production FloeClient / WorkerLease
+// / lease.snowflake() code and issue IDs, on their machine's virtual monotonic and wall clocks, with
+// the SDK's fetch, timer, sleep and random seams routed into the simulation.
+//
+// A client host is one service identity (a machine and a nodeId). Processes come and go on it:
+// crash and restart, a replacement started while the old process still runs; two hosts may share
+// one nodeId. Every ID a process issues goes to the oracle at once, with the process's global time.
+
+import { FloeClient } from '../../client/floe-client.js';
+import type { WorkerLease } from '../../client/worker-lease.js';
+import type { Layout, Snowflake } from '../../id/index.js';
+import type { Prng } from '../prng.js';
+import type { HttpRouter } from './http-router.js';
+import type { IdOracle } from './id-oracle.js';
+import { errText } from './node-host.js';
+import { type Machine, SimProcess } from './process.js';
+import type { World } from './world.js';
+
+export interface LeaseClientSettings {
+  app: string;
+  ttlMs: number;
+  layout: Layout;
+  requestTimeoutMs: number;
+  /** IDs per burst [min, max] and ms between bursts [min, max]. */
+  burst: [number, number];
+  gapMs: [number, number];
+  /** Probability, after a burst, that the process releases its lease and acquires again. */
+  releaseChance: number;
+}
+
+export interface LeaseClientStats {
+  acquired: number;
+  acquireFailures: number;
+  lost: number;
+  released: number;
+  issued: number;
+}
+
+export class LeaseClientHost {
+  readonly procs: SimProcess[] = [];
+  private incarnations = 0;
+  private stopped = false;
+  /** Global µs of this host's latest issued ID. */
+  lastIssuedUs = -1;
+
+  constructor(
+    private readonly world: World,
+    readonly name: string,
+    /** The service identity sent as nodeId. */
+    readonly serviceId: string,
+    readonly machine: Machine,
+    private readonly settings: LeaseClientSettings,
+    private readonly router: HttpRouter,
+    private readonly endpoints: string[],
+    private readonly oracle: IdOracle,
+    private readonly stats: LeaseClientStats,
+  ) {}
+
+  get live(): SimProcess[] {
+    return this.procs.filter((p) => p.alive);
+  }
+
+  /** Starts a new process on this host (alongside any that still run). */
+  spawn(): SimProcess {
+    const w = this.world;
+    const proc = new SimProcess(w.sched, this.machine, `${this.name}#${++this.incarnations}`, w.nextPid());
+    w.register(proc);
+    this.procs.push(proc);
+    w.trace(`${proc.name} start (nodeId ${this.serviceId})`);
+    w.sched.after(0, proc, 'client-start', () => {
+      void this.main(proc).catch((err: unknown) => {
+        if (proc.alive) w.fail('harness', `${proc.name} client loop threw: ${errText(err)}`);
+      });
+    });
+    return proc;
+  }
+
+  crash(proc: SimProcess): void {
+    if (!proc.alive) return;
+    this.world.trace(`${proc.name} crash`);
+    proc.kill();
+  }
+
+  /** No more IDs: the run is over (the oracle is checked on what was issued). */
+  stop(): void {
+    this.stopped = true;
+  }
+
+  resumeWork(): void {
+    this.stopped = false;
+  }
+
+  private async main(proc: SimProcess): Promise<void> {
+    const w = this.world;
+    const s = this.settings;
+    const rng: Prng = w.rng(`client-${proc.name}`);
+    const client = new FloeClient({
+      endpoints: this.endpoints,
+      requestTimeoutMs: s.requestTimeoutMs,
+      fetch: this.router.fetchFor(proc, this.name, s.requestTimeoutMs),
+      clock: {
+        now: () => Math.floor(proc.wallMs()),
+        waitUntil: (ms: number) => proc.busyWaitUntilWall(ms),
+      },
+      monotonic: () => proc.monoMs(),
+      bootId: `${this.machine.name}-boot`,
+      setTimer: (fn, ms) => {
+        const t = proc.setTimeout(fn, ms, 'sdk-timer');
+        return { cancel: () => proc.clearTimer(t) };
+      },
+      sleep: (ms) => proc.sleep(ms),
+      random: () => rng.float(),
+      incarnation: proc.name,
+    });
+    while (proc.alive) {
+      if (this.stopped) {
+        await proc.sleep(100);
+        continue;
+      }
+      let lease: WorkerLease;
+      try {
+        lease = await client.leaseWorker({
+          app: s.app,
+          nodeId: this.serviceId,
+          ttlMs: s.ttlMs,
+          requestId: `${proc.name}-${rng.nextU32().toString(16)}`,
+        });
+      } catch (err) {
+        this.stats.acquireFailures++;
+        w.trace(`${proc.name} acquire failed: ${errText(err)}`);
+        await proc.sleep(rng.range(50, 500));
+        continue;
+      }
+      this.stats.acquired++;
+      w.trace(`${proc.name} leased worker ${lease.workerId} token ${lease.token} (floor ${lease.floorMs})`);
+      lease.on('lost', (e: Error) => {
+        this.stats.lost++;
+        w.trace(
+          `${proc.name} lost worker ${lease.workerId} token ${lease.token}: ${e.message.slice(0, 120)}`,
+        );
+      });
+      lease.on('renewFailed', () => {});
+      let gen: Snowflake;
+      try {
+        gen = lease.snowflake(s.layout);
+      } catch (err) {
+        w.trace(`${proc.name} no generator: ${errText(err)}`);
+        await proc.sleep(100);
+        continue;
+      }
+      await this.generate(proc, rng, lease, gen);
+    }
+  }
+
+  /** Bursts of IDs until the lease ends (lost, or released on purpose). */
+  private async generate(proc: SimProcess, rng: Prng, lease: WorkerLease, gen: Snowflake): Promise<void> {
+    const w = this.world;
+    const s = this.settings;
+    for (;;) {
+      await proc.sleep(rng.range(s.gapMs[0], s.gapMs[1]));
+      if (!proc.alive) return;
+      if (this.stopped) continue;
+      const n = rng.range(s.burst[0], s.burst[1]);
+      try {
+        for (let i = 0; i < n; i++) {
+          const id = gen.next();
+          this.oracle.issued(proc.name, s.app, lease.workerId, lease.token, s.layout, id, proc.effectiveUs);
+          this.stats.issued++;
+          this.lastIssuedUs = proc.effectiveUs;
+        }
+      } catch (err) {
+        const name = (err as Error).name;
+        if (name === 'LeaseLostError') return;
+        // Renewals are late (ceiling) or the wall clock stepped back: try again later.
+        w.trace(`${proc.name} generator: ${errText(err).slice(0, 160)}`);
+        if (!lease.valid) return;
+        continue;
+      }
+      if (rng.chance(s.releaseChance)) {
+        try {
+          await lease.release();
+          this.stats.released++;
+          w.trace(`${proc.name} released worker ${lease.workerId} token ${lease.token}`);
+        } catch (err) {
+          w.trace(`${proc.name} release failed: ${errText(err).slice(0, 160)}`);
+        }
+        return;
+      }
+    }
+  }
+}
