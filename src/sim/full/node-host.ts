@@ -174,6 +174,15 @@ export class NodeHost {
       proposalTimeoutMs: s.proposalTimeoutMs,
       random: rng.asRandomInt(),
       clock: { monotonicMs: () => proc.monoMs(), wallMs: () => proc.wallMs() },
+      // Every timer of the node runs on this process: paused with it, gone when it dies. An immediate
+      // is a 1 µs event, so code that polls with it (stop() waiting for a save) lets time pass.
+      timers: {
+        setTimeout: (fn, ms) => proc.setTimeout(fn, ms, 'node-timer'),
+        clearTimeout: (h) => proc.clearTimer(h),
+        setInterval: (fn, ms) => proc.setInterval(fn, ms, 'node-tick'),
+        clearInterval: (h) => proc.clearTimer(h),
+        setImmediate: (fn) => w.sched.after(1, proc, 'node-immediate', fn),
+      },
       logger,
     });
     const n = node;

@@ -114,7 +114,15 @@ export class RaftObserver {
   /** The network carries `m` from its sender. */
   sent(m: Message): void {
     const n = this.nodes.get(m.from);
-    if (n) this.check(() => this.checker.observeSend(m, n.durableHs));
+    if (!n) return;
+    if (m.type === 'voteResp' && !m.reject && m.term < n.durableHs.term) {
+      // One Ready may hold a grant for term t and, after a later message in the same batch, the
+      // hard state of a higher term (the production loop steps messages while a save is in flight).
+      // The durable higher term already rules out a second vote in t: only the double-vote check applies.
+      this.check(() => this.checker.observeVoteGrant(m.from, m.to, m.term));
+      return;
+    }
+    this.check(() => this.checker.observeSend(m, n.durableHs));
   }
 
   /** The node applied everything up to `applied` (its 'applied' event). */

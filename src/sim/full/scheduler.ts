@@ -133,6 +133,15 @@ export class Scheduler {
    * `stop()` says so (checked after every event). Returns false when stopped early.
    */
   async runUntil(untilUs: number, stop?: () => boolean): Promise<boolean> {
+    immediates.install();
+    try {
+      return await this.loop(untilUs, stop);
+    } finally {
+      immediates.uninstall();
+    }
+  }
+
+  private async loop(untilUs: number, stop?: () => boolean): Promise<boolean> {
     for (;;) {
       const t = this.queue.peekTime();
       if (t === undefined || t > untilUs) break;

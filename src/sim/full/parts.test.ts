@@ -1,0 +1,283 @@
+// Unit tests of the simulator's own parts: scheduler, clocks, processes, network, oracle.
+import { describe, expect, it } from 'vitest';
+import { compose } from '../../id/index.js';
+import type { Message } from '../../raft/types.js';
+import { Prng } from '../prng.js';
+import { FLOE_LAYOUT } from './config.js';
+import { leaseReplyMismatch } from './http-router.js';
+import { IdOracle } from './id-oracle.js';
+import { checkedPayload, QUIET_NET, VirtualNetwork, withChecksum } from './network.js';
+import { Machine, MachineClock, SimProcess } from './process.js';
+import { Scheduler } from './scheduler.js';
+import type { FailureKind, World } from './world.js';
+
+function world(sched = new Scheduler()): World & { failures: Array<{ kind: FailureKind; detail: string }> } {
+  const failures: Array<{ kind: FailureKind; detail: string }> = [];
+  const root = new Prng(1);
+  let pid = 0;
+  return {
+    sched,
+    seed: 1,
+    rng: (l) => root.fork(l),
+    trace: () => {},
+    nextPid: () => ++pid,
+    register: () => {},
+    isPidAlive: () => false,
+    fail: (kind, detail) => failures.push({ kind, detail }),
+    bugs: new Set(),
+    failures,
+  };
+}
+
+function proc(sched: Scheduler, rate = 1, name = 'p'): SimProcess {
+  return new SimProcess(
+    sched,
+    new Machine(name, new MachineClock(sched, rate, 1000, Date.UTC(2026, 5, 1))),
+    `${name}#1`,
+    1,
+  );
+}
+
+describe('scheduler and processes', () => {
+  it('runs events in time order, ties in insertion order, and drains async work per event', async () => {
+    const s = new Scheduler();
+    const out: string[] = [];
+    s.after(20, undefined, 'b', () => out.push('b'));
+    s.after(10, undefined, 'a', () => {
+      out.push('a');
+      void Promise.resolve().then(() => setImmediate(() => out.push('a-immediate')));
+    });
+    s.after(20, undefined, 'c', () => out.push('c'));
+    await s.runUntil(100);
+    expect(out).toEqual(['a', 'a-immediate', 'b', 'c']);
+    expect(s.nowUs).toBe(100);
+  });
+
+  it('holds a paused process back and runs its events in order on resume; drops a dead one', async () => {
+    const s = new Scheduler();
+    const p = proc(s);
+    const out: number[] = [];
+    p.setTimeout(() => out.push(1), 1);
+    p.setTimeout(() => out.push(2), 2);
+    p.pause();
+    await s.runUntil(10_000);
+    expect(out).toEqual([]);
+    p.resume();
+    await s.runUntil(20_000);
+    expect(out).toEqual([1, 2]);
+    p.setTimeout(() => out.push(3), 1);
+    p.kill();
+    await s.runUntil(40_000);
+    expect(out).toEqual([1, 2]);
+  });
+
+  it('timers follow the machine clock rate, and a suspend stops the monotonic clock but not the wall clock', async () => {
+    const s = new Scheduler();
+    const slow = proc(s, 0.5);
+    let firedAt = -1;
+    slow.setTimeout(() => (firedAt = s.nowUs), 10); // 10 ms at half speed: 20 ms of global time
+    await s.runUntil(100_000);
+    expect(firedAt).toBe(20_000);
+
+    const p = proc(s, 1, 'q');
+    const mono0 = p.monoMs();
+    const wall0 = p.wallMs();
+    p.machine.suspend();
+    let fired = false;
+    p.setTimeout(() => (fired = true), 5);
+    await s.runUntil(200_000);
+    expect(fired).toBe(false);
+    expect(p.monoMs()).toBe(mono0);
+    expect(p.wallMs()).toBeCloseTo(wall0 + 100, 6);
+    p.machine.resume();
+    await s.runUntil(206_000);
+    expect(fired).toBe(true);
+  });
+
+  it('a busy-waiting process reads its clocks at the end of its wait and its events wait for it', async () => {
+    const s = new Scheduler();
+    const p = proc(s);
+    const target = p.wallMs() + 50;
+    p.busyWaitUntilWall(target);
+    expect(p.wallMs()).toBeGreaterThanOrEqual(target);
+    let ranAt = -1;
+    s.after(10, p, 'x', () => (ranAt = s.nowUs));
+    await s.runUntil(100_000);
+    expect(ranAt).toBe(50_000);
+  });
+});
+
+describe('virtual network', () => {
+  it('checksums catch a flipped bit', () => {
+    const f = withChecksum(Buffer.from('hello raft'));
+    expect(checkedPayload(f)?.toString()).toBe('hello raft');
+    f[3] = (f[3] as number) ^ 4;
+    expect(checkedPayload(f)).toBeUndefined();
+  });
+
+  it('delivers decoded copies in FIFO order per link, drops corrupted frames and reports lost snapshots', async () => {
+    const s = new Scheduler();
+    const w = world(s);
+    const net = new VirtualNetwork(s, new Prng(3), { ...QUIET_NET }, () => {});
+    const a = proc(s, 1, 'a');
+    const b = proc(s, 1, 'b');
+    const got: Message[] = [];
+    const status: boolean[] = [];
+    const ta = net.attach(1, a, {
+      onMessage: () => {},
+      onUnreachable: () => {},
+      onSnapshotStatus: (_p, ok) => status.push(ok),
+    });
+    net.attach(2, b, { onMessage: (m) => got.push(m), onUnreachable: () => {}, onSnapshotStatus: () => {} });
+    ta.addPeer(2, 'b');
+    const hb = (commit: number): Message => ({
+      type: 'heartbeat',
+      from: 1,
+      to: 2,
+      term: 1,
+      commit,
+      context: new Uint8Array(0),
+    });
+    const first = hb(1);
+    ta.send([first, hb(2), hb(3)]);
+    await s.runUntil(1_000_000);
+    expect(got.map((m) => (m as { commit: number }).commit)).toEqual([1, 2, 3]);
+    expect(got[0]).not.toBe(first);
+    net.conditions = { ...QUIET_NET, corrupt: 1 };
+    ta.send([hb(4)]);
+    await s.runUntil(2_000_000);
+    expect(got).toHaveLength(3);
+    expect(net.stats.corrupted).toBe(1);
+    net.conditions = { ...QUIET_NET };
+    net.setBlocked([[1, 2]]);
+    ta.send([
+      {
+        type: 'snap',
+        from: 1,
+        to: 2,
+        term: 1,
+        snapshot: {
+          metadata: { index: 5, term: 1, conf: { voters: [1, 2], learners: [] } },
+          data: new Uint8Array(3),
+        },
+      },
+    ]);
+    await s.runUntil(3_000_000);
+    expect(status).toEqual([false]);
+    expect(w.failures).toEqual([]);
+  });
+});
+
+describe('ID oracle', () => {
+  const L = FLOE_LAYOUT;
+  const id = (ts: number, worker: number, seq: number) =>
+    compose({ timestamp: ts, worker, sequence: seq }, L);
+  const T0 = Date.UTC(2026, 5, 1);
+  const grant = (o: IdOracle, workerId: number, token: number, index = token) =>
+    o.leaseEvent({
+      type: 'granted',
+      app: 'a',
+      workerId,
+      token,
+      nodeId: 'x',
+      ttlMs: 1000,
+      index,
+      leaderTimeMs: T0,
+    });
+  const free = (o: IdOracle, workerId: number, token: number, highWaterMs: number, index: number) =>
+    o.leaseEvent({
+      type: 'expired',
+      app: 'a',
+      workerId,
+      token,
+      nodeId: 'x',
+      highWaterMs,
+      index,
+      leaderTimeMs: T0,
+    });
+
+  it('accepts two holders one after the other above the floor', () => {
+    const w = world();
+    const o = new IdOracle(w);
+    grant(o, 1, 10);
+    o.issued('c1#1', 'a', 1, 10, L, id(T0 + 5, 1, 0), 100);
+    o.issued('c1#1', 'a', 1, 10, L, id(T0 + 6, 1, 0), 200);
+    free(o, 1, 10, T0 + 100, 11);
+    grant(o, 1, 12);
+    o.issued('c2#1', 'a', 1, 12, L, id(T0 + 101, 1, 0), 300);
+    expect(w.failures).toEqual([]);
+    expect(o.stats).toMatchObject({ ids: 3, holders: 2, grants: 2, reusedWorkers: 1 });
+  });
+
+  it('catches a duplicate, an overlap in time, an ID below the floor and overlapping timestamp ranges', () => {
+    const dup = world();
+    const o1 = new IdOracle(dup);
+    grant(o1, 1, 10);
+    o1.issued('c1#1', 'a', 1, 10, L, id(T0 + 5, 1, 0), 100);
+    o1.issued('c1#1', 'a', 1, 10, L, id(T0 + 5, 1, 0), 101);
+    expect(dup.failures.map((f) => f.kind)).toEqual(['duplicate-id']);
+
+    const overlap = world();
+    const o2 = new IdOracle(overlap);
+    grant(o2, 1, 10);
+    o2.issued('c1#1', 'a', 1, 10, L, id(T0 + 5, 1, 0), 100);
+    free(o2, 1, 10, T0 + 100, 11);
+    grant(o2, 1, 12);
+    o2.issued('c2#1', 'a', 1, 12, L, id(T0 + 200, 1, 0), 150);
+    o2.issued('c1#1', 'a', 1, 10, L, id(T0 + 6, 1, 0), 200);
+    expect(overlap.failures.map((f) => f.kind)).toEqual(['lease-overlap']);
+
+    const low = world();
+    const o3 = new IdOracle(low);
+    free(o3, 1, 5, T0 + 100, 6);
+    grant(o3, 1, 10);
+    o3.issued('c1#1', 'a', 1, 10, L, id(T0 + 100, 1, 0), 100);
+    expect(low.failures.map((f) => f.kind)).toEqual(['below-floor']);
+
+    const ranges = world();
+    const o4 = new IdOracle(ranges);
+    grant(o4, 1, 10);
+    o4.issued('c1#1', 'a', 1, 10, L, id(T0 + 50, 1, 0), 100);
+    free(o4, 1, 10, T0 + 10, 11); // a high-water mark below what the holder used (a broken release)
+    grant(o4, 1, 12);
+    o4.issued('c2#1', 'a', 1, 12, L, id(T0 + 20, 1, 0), 300);
+    expect(ranges.failures.map((f) => f.kind)).toEqual(['timestamp-ranges-overlap']);
+  });
+
+  it('takes each lease event once, whichever replica applies it first', () => {
+    const w = world();
+    const o = new IdOracle(w);
+    grant(o, 1, 10);
+    grant(o, 1, 10);
+    expect(o.stats.grants).toBe(1);
+  });
+});
+
+describe('lease reply check', () => {
+  it('accepts a matching acquire reply and names the field of one that does not match', () => {
+    const req = JSON.stringify({ nodeId: 'svc-1', requestId: 'r1', incarnation: 'c1#1' });
+    const ok = JSON.stringify({
+      ok: true,
+      op: 'acquire',
+      app: 'svc',
+      nodeId: 'svc-1',
+      requestId: 'r1',
+      incarnation: 'c1#1',
+    });
+    expect(leaseReplyMismatch('/v1/apps/svc/workers/acquire', req, ok)).toBeUndefined();
+    const other = JSON.stringify({
+      ok: true,
+      op: 'acquire',
+      app: 'svc',
+      nodeId: 'svc-1',
+      requestId: 'r0',
+      incarnation: 'c1#1',
+    });
+    expect(leaseReplyMismatch('/v1/apps/svc/workers/acquire', req, other)).toMatch(/requestId/);
+    const renew = JSON.stringify({ ok: true, op: 'renew', app: 'svc', workerId: 3, token: 8 });
+    expect(leaseReplyMismatch('/v1/apps/svc/workers/3/renew', JSON.stringify({ token: 9 }), renew)).toMatch(
+      /token/,
+    );
+    expect(leaseReplyMismatch('/v1/kv/x', '{}', '{}')).toBeUndefined();
+  });
+});
