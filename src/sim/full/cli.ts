@@ -12,6 +12,7 @@
 //   --storage durable|memory   DurableStorage on the MemoryFs twin (default), or MemoryNodeStorage
 //   --eio-restart reboot|process   how a node that stopped on an fsync error is restarted (default reboot)
 //   --bug NAME         re-introduce a known bug (repeatable; test-only switches, see docs/simulator-full.md)
+//   --workarounds none|A,B   harness workarounds for open findings (default: all of them, see docs)
 //   --jobs J           run seeds in J child processes (default 1)
 //   --tail N           trace lines shown before a failure (default 40)
 //   --verbose          with --seed: print every trace line as it happens
@@ -23,7 +24,7 @@ import { fork } from 'node:child_process';
 import { parseArgs } from 'node:util';
 import { MAX_SEED } from '../prng.js';
 import { PROFILE_NAMES, PROFILES } from './config.js';
-import { type FullSimOptions, type FullSimResult, runFullSim } from './run.js';
+import { type FullSimOptions, type FullSimResult, OPEN_WORKAROUNDS, runFullSim } from './run.js';
 
 class UsageError extends Error {}
 
@@ -41,7 +42,8 @@ interface Cli {
 
 const USAGE = `usage: npm run sim:full -- [--seeds N] [--start S] [--seed S] [--profile P] [--nodes N]
          [--clients N] [--kv-clients N] [--seconds S] [--heal-seconds S] [--storage durable|memory]
-         [--eio-restart reboot|process] [--bug NAME]... [--jobs J] [--tail N] [--verbose] [--json]
+         [--eio-restart reboot|process] [--bug NAME]... [--workarounds none|LIST] [--jobs J] [--tail N]
+         [--verbose] [--json]
 profiles:
 ${PROFILE_NAMES.map((n) => `  ${n.padEnd(9)} ${PROFILES[n]?.summary ?? ''}`).join('\n')}`;
 
@@ -70,6 +72,7 @@ function parse(argv: string[]): Cli {
       storage: { type: 'string' },
       'eio-restart': { type: 'string' },
       bug: { type: 'string', multiple: true },
+      workarounds: { type: 'string' },
       jobs: { type: 'string' },
       tail: { type: 'string' },
       verbose: { type: 'boolean' },
@@ -116,6 +119,20 @@ function parse(argv: string[]): Cli {
   keep('storage', storage, 'durable');
   keep('eio-restart', eio, 'reboot');
   for (const b of values.bug ?? []) replayArgs.push('--bug', b);
+  keep('workarounds', values.workarounds);
+  const workarounds =
+    values.workarounds === undefined
+      ? undefined
+      : values.workarounds === 'none'
+        ? []
+        : values.workarounds.split(',');
+  for (const x of workarounds ?? []) {
+    if (!OPEN_WORKAROUNDS.includes(x)) {
+      throw new UsageError(
+        `--workarounds takes none or a list of: ${OPEN_WORKAROUNDS.join(', ')}; got "${x}"`,
+      );
+    }
+  }
   return {
     seeds,
     single: one !== undefined,
@@ -129,6 +146,7 @@ function parse(argv: string[]): Cli {
       storage,
       eioRestart: eio,
       bugs: values.bug ?? [],
+      ...(workarounds === undefined ? {} : { workarounds }),
     },
     jobs: int('jobs', values.jobs, 1, 64) ?? 1,
     tail: int('tail', values.tail, 0, 10_000) ?? 40,

@@ -42,7 +42,12 @@ export type FaultKind =
   /** A client machine suspends (monotonic clock stops, wall clock runs on). */
   | 'clientSuspend'
   /** The leader hands leadership to another voter. */
-  | 'leaderTransfer';
+  | 'leaderTransfer'
+  /**
+   * Membership: a voter is removed, or a new machine is added (learner, caught up, promoted), or a
+   * learner left behind is promoted: one step per fault, so the cluster keeps its size over time.
+   */
+  | 'membership';
 
 export const FAULT_KINDS: readonly FaultKind[] = [
   'partition',
@@ -62,6 +67,7 @@ export const FAULT_KINDS: readonly FaultKind[] = [
   'clientPause',
   'clientSuspend',
   'leaderTransfer',
+  'membership',
 ];
 
 export interface Profile {
@@ -79,7 +85,14 @@ export interface Profile {
 
 const ALL = FAULT_KINDS;
 const NET: FaultKind[] = ['partition', 'clientPartition', 'netNoise'];
-const NODES: FaultKind[] = ['nodeCrash', 'nodePowerLoss', 'nodePause', 'nodeSuspend', 'leaderTransfer'];
+const NODES: FaultKind[] = [
+  'nodeCrash',
+  'nodePowerLoss',
+  'nodePause',
+  'nodeSuspend',
+  'leaderTransfer',
+  'membership',
+];
 const DISK: FaultKind[] = ['diskEio', 'diskSlow', 'bitFlip', 'nodePowerLoss', 'nodeCrash'];
 const CLIENTS: FaultKind[] = ['clientCrash', 'clientReplace', 'clientPause', 'clientSuspend', 'clockJump'];
 
@@ -102,7 +115,7 @@ export const PROFILES: Record<string, Profile> = {
   },
   nodes: {
     name: 'nodes',
-    summary: 'node crashes, power loss, pauses, suspends, leadership transfers',
+    summary: 'node crashes, power loss, pauses, suspends, leadership transfers, membership changes',
     faults: NODES,
     swarm: true,
     clockDrift: 0.05,

@@ -31,6 +31,8 @@ export interface ClusterView {
   kvClients: KvClient[];
   net: VirtualNetwork;
   router: HttpRouter;
+  /** Starts a new machine that joins the cluster (its member must then be added). */
+  addNode(): NodeHost;
 }
 
 export interface FaultStats {
@@ -45,6 +47,8 @@ export class FaultDirector {
   private partitionEpoch = 0;
   private noiseEpoch = 0;
   private readonly weights: Partial<Record<FaultKind, number>>;
+  /** One membership change at a time. */
+  private changing = false;
 
   constructor(private readonly c: ClusterView) {
     this.rng = c.world.rng('faults');
@@ -84,12 +88,17 @@ export class FaultDirector {
     });
   }
 
+  /** Nodes that are members (not removed). */
+  private members(): NodeHost[] {
+    return this.c.hosts.filter((h) => !h.removed);
+  }
+
   private impairedNodes(): number {
-    return this.c.hosts.filter((h) => !h.up || h.proc?.paused || h.machine.clock.suspended).length;
+    return this.members().filter((h) => !h.up || h.proc?.paused || h.machine.clock.suspended).length;
   }
 
   private healthyNodes(): NodeHost[] {
-    return this.c.hosts.filter((h) => h.up && !h.proc?.paused && !h.machine.clock.suspended);
+    return this.members().filter((h) => h.up && !h.proc?.paused && !h.machine.clock.suspended);
   }
 
   private canImpair(): boolean {
@@ -97,7 +106,7 @@ export class FaultDirector {
   }
 
   private leader(): NodeHost | undefined {
-    return this.c.hosts.find((h) => h.up && h.node?.isLeader);
+    return this.members().find((h) => h.up && h.node?.isLeader);
   }
 
   private inject(kind: FaultKind): boolean {
@@ -105,7 +114,7 @@ export class FaultDirector {
     const rng = this.rng;
     switch (kind) {
       case 'partition': {
-        const ids = c.hosts.map((h) => h.id);
+        const ids = this.members().map((h) => h.id);
         const lead = this.leader()?.id ?? rng.pick(ids);
         const victim = rng.pick(ids);
         const shape = rng.int(8);
@@ -139,7 +148,7 @@ export class FaultDirector {
         const names = [...c.leaseClients.map((h) => h.name), ...c.kvClients.map((k) => k.name)];
         if (names.length === 0) return false;
         const client = rng.pick(names);
-        const node = rng.pick(c.hosts).id;
+        const node = rng.pick(this.members()).id;
         const dirs = rng.pick(['both', 'to', 'from'] as const);
         const links = [
           ...(dirs !== 'from' ? [`${client}->${node}`] : []),
@@ -217,7 +226,7 @@ export class FaultDirector {
         return true;
       }
       case 'diskSlow': {
-        const h = rng.pick(c.hosts);
+        const h = rng.pick(this.members());
         h.diskFaults.slow = rng.range(5, 50);
         this.trace(`n${h.id} disk slow ×${h.diskFaults.slow}`);
         this.later(this.outage(), 'disk-fast', () => {
@@ -227,7 +236,7 @@ export class FaultDirector {
       }
       case 'bitFlip': {
         // One replica at most: the failure model promises to survive corruption on a minority.
-        if (c.hosts.some((h) => h.diskFaulted)) return false;
+        if (this.members().some((h) => h.diskFaulted)) return false;
         if (!this.canImpair()) return false;
         const h = pickMaybe(rng, this.healthyNodes());
         if (!h) return false;
@@ -249,7 +258,7 @@ export class FaultDirector {
         ];
         const m = rng.pick(machines);
         const delta = (rng.chance(0.5) ? -1 : 1) * rng.range(1, 5_000);
-        m.clock.jumpWall(delta);
+        m.jumpWall(delta);
         this.trace(`${m.name} wall clock steps ${delta} ms`);
         return true;
       }
@@ -325,7 +334,60 @@ export class FaultDirector {
         });
         return true;
       }
+      case 'membership':
+        return this.membershipStep();
     }
+  }
+
+  /**
+   * One step towards, or away from, the configured cluster size, through the production API of
+   * the leader: promote a learner left behind, add a new machine, or remove a voter.
+   */
+  private membershipStep(): boolean {
+    const c = this.c;
+    const lead = this.leader();
+    const node = lead?.node;
+    if (this.changing || !lead?.proc || !node) return false;
+    const conf = node.status().conf;
+    const sched = c.world.sched;
+    this.changing = true;
+    const done = (what: string) => (err?: unknown) => {
+      this.changing = false;
+      this.trace(`${what}: ${err === undefined ? 'done' : String(err).slice(0, 120)}`);
+    };
+    if (conf.learners.length > 0) {
+      const id = this.rng.pick(conf.learners);
+      this.trace(`n${lead.id} promotes learner n${id}`);
+      sched.after(0, lead.proc, 'promote', () => {
+        node.promote(id).then(done(`promote n${id}`), done(`promote n${id}`));
+      });
+      return true;
+    }
+    if (conf.voters.length < c.cfg.nodes) {
+      const h = c.addNode();
+      this.trace(`n${lead.id} adds new machine n${h.id}`);
+      sched.after(0, lead.proc, 'add-member', () => {
+        node.addMember(h.member, 10_000).then(done(`add n${h.id}`), done(`add n${h.id}`));
+      });
+      return true;
+    }
+    // Prefer a member whose disk is corrupt: replacing it is what an operator does.
+    const victims = this.members().filter((h) => conf.voters.includes(h.id));
+    const broken = victims.filter((h) => h.state === 'failed');
+    const v = broken.length > 0 ? (this.rng.pick(broken) as NodeHost) : (this.rng.pick(victims) as NodeHost);
+    this.trace(`n${lead.id} removes n${v.id}`);
+    sched.after(0, lead.proc, 'remove-member', () => {
+      node.removeMember(v.id).then(
+        () => {
+          // Retired: the machine is switched off (it stops itself if it applied its removal).
+          v.removed = true;
+          if (v.proc?.alive) v.crash('process');
+          done(`remove n${v.id}`)();
+        },
+        done(`remove n${v.id}`),
+      );
+    });
+    return true;
   }
 
   private suspend(m: Machine): void {
@@ -345,7 +407,7 @@ export class FaultDirector {
     c.net.setBlocked([]);
     c.net.conditions = { ...c.cfg.net };
     c.router.blocked.clear();
-    for (const h of c.hosts) {
+    for (const h of this.members()) {
       h.diskFaults.syncEio = 0;
       h.diskFaults.slow = 1;
       if (h.machine.clock.suspended) h.machine.resume();

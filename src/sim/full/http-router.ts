@@ -11,6 +11,9 @@ import type { NodeHost } from './node-host.js';
 import type { SimProcess } from './process.js';
 import type { World } from './world.js';
 
+/** A name that reaches any running node (a load balancer or round-robin DNS in front of the cluster). */
+export const LB_HOST = 'floe-lb:8080';
+
 export interface HttpStats {
   requests: number;
   replies: number;
@@ -37,6 +40,12 @@ export class HttpRouter {
     this.byHost.set(h.httpAddr, h);
   }
 
+  /** A running node, as a load balancer in front of the cluster would pick one. */
+  private anyUp(): NodeHost | undefined {
+    const up = [...this.byHost.values()].filter((h) => h.up && !h.removed);
+    return up.length === 0 ? undefined : (this.rng.pick(up) as NodeHost);
+  }
+
   /** A fetch for one client process; `timeoutMs` is that client's per-attempt timeout. */
   fetchFor(client: SimProcess, clientName: string, timeoutMs: number): FetchLike {
     return (url, init) => this.request(client, clientName, timeoutMs, url, init);
@@ -59,7 +68,7 @@ export class HttpRouter {
     const w = this.world;
     this.stats.requests++;
     const u = new URL(url);
-    const host = this.byHost.get(u.host);
+    const host = u.host === LB_HOST ? this.anyUp() : this.byHost.get(u.host);
     const path = u.pathname + u.search;
     return new Promise<FetchResponseLike>((resolve, reject) => {
       let settled = false;

@@ -132,6 +132,7 @@ export class LeaseClientHost {
         continue;
       }
       this.stats.acquired++;
+      this.oracle.leased(proc.name, lease.token, this.machine, proc.effectiveUs);
       w.trace(`${proc.name} leased worker ${lease.workerId} token ${lease.token} (floor ${lease.floorMs})`);
       lease.on('lost', (e: Error) => {
         this.stats.lost++;

@@ -59,6 +59,8 @@ export class NodeHost {
   lastError: string | undefined;
   /** Disk faults were injected into this node (EIO, bit flips): a halt or refusal to start is expected. */
   diskFaulted = false;
+  /** Removed from the cluster (replaced by a new member): it stops and never starts again. */
+  removed = false;
   readonly diskFaults: DiskFaults = { syncEio: 0, slow: 1 };
   /** Memory storage survives "crashes" in memory mode (it models a disk that loses nothing). */
   private memoryStorage: MemoryNodeStorage | undefined;
@@ -69,8 +71,10 @@ export class NodeHost {
     private readonly world: World,
     readonly id: NodeId,
     readonly member: MemberInfo,
-    /** Members of the brand-new cluster; undefined for a node that joins later. */
-    private readonly bootstrap: MemberInfo[] | undefined,
+    /** The members this node is configured with (all of them, itself included). */
+    private readonly members: MemberInfo[],
+    /** True for a member of the brand-new cluster; false for one that joins it later. */
+    private readonly bootstrap: boolean,
     private readonly settings: NodeSettings,
     private readonly net: VirtualNetwork,
     private readonly observer: RaftObserver,
@@ -101,7 +105,7 @@ export class NodeHost {
 
   /** Starts a new process on this machine (from its disk). */
   boot(): void {
-    if (this.state === 'booting' || this.state === 'up') return;
+    if (this.state === 'booting' || this.state === 'up' || this.removed) return;
     const w = this.world;
     this.incarnation++;
     const proc = new SimProcess(w.sched, this.machine, `n${this.id}#${this.incarnation}`, w.nextPid());
@@ -126,7 +130,7 @@ export class NodeHost {
     const w = this.world;
     const s = this.settings;
     const bootstrapConf: ConfState | undefined = this.bootstrap
-      ? { voters: this.bootstrap.map((m) => m.id), learners: [] }
+      ? { voters: this.members.map((m) => m.id), learners: [] }
       : undefined;
     let inner: NodeStorage & { storage: Storage };
     if (s.storage === 'durable') {
@@ -165,7 +169,7 @@ export class NodeHost {
       storage,
       transport,
       stateMachine: sm,
-      initialMembers: this.bootstrap ?? [this.member],
+      initialMembers: this.members,
       self: { httpAddr: this.member.httpAddr },
       tickMs: s.tickMs,
       electionTicks: s.electionTicks,

@@ -244,6 +244,28 @@ describe('ID oracle', () => {
     expect(ranges.failures.map((f) => f.kind)).toEqual(['timestamp-ranges-overlap']);
   });
 
+  it('exempts from P1 (but not from P2) a holder whose machine hid a suspend with a backward wall step', async () => {
+    const s = new Scheduler();
+    const w = world(s);
+    const o = new IdOracle(w);
+    const m = proc(s, 1, 'c1').machine;
+    grant(o, 1, 10);
+    o.leased('c1#1', 10, m, 0);
+    o.issued('c1#1', 'a', 1, 10, L, id(T0 + 5, 1, 0), 100);
+    m.suspend();
+    m.jumpWall(-3_000);
+    s.after(2_000, undefined, 'wake', () => m.resume());
+    await s.runUntil(5_000);
+    free(o, 1, 10, T0 + 100, 11);
+    grant(o, 1, 12);
+    o.issued('c2#1', 'a', 1, 12, L, id(T0 + 200, 1, 0), 5_000);
+    o.issued('c1#1', 'a', 1, 10, L, id(T0 + 6, 1, 0), 6_000);
+    expect(w.failures).toEqual([]);
+    expect(o.stats.exemptOverlaps).toBe(1);
+    o.issued('c1#1', 'a', 1, 10, L, id(T0 + 300, 1, 0), 7_000); // beyond its committed range: P2 breaks
+    expect(w.failures.map((f) => f.kind)).toEqual(['timestamp-ranges-overlap']);
+  });
+
   it('takes each lease event once, whichever replica applies it first', () => {
     const w = world();
     const o = new IdOracle(w);

@@ -40,6 +40,10 @@ export class MachineClock {
     return this.suspendedAtUs !== undefined;
   }
 
+  get nowUs(): number {
+    return this.sched.nowUs;
+  }
+
   /** Monotonic ms at global time `gUs` (>= now). */
   monoAt(gUs: number): number {
     if (this.suspendedAtUs !== undefined) gUs = Math.min(gUs, this.suspendedAtUs);
@@ -109,12 +113,44 @@ export class Machine {
     return p?.alive ? p : undefined;
   }
 
+  /** Suspends, resumes and backward wall-clock steps, with their global times (for the oracle's P1 exemption). */
+  readonly clockEvents: Array<{ kind: 'suspend' | 'resume' | 'wallBack'; atUs: number }> = [];
+
   /** The machine sleeps: no process runs, the monotonic clock stops, the wall clock goes on. */
   suspend(): void {
+    if (!this.clock.suspended) this.clockEvents.push({ kind: 'suspend', atUs: this.clock.nowUs });
     this.clock.suspend();
   }
 
+  /** The wall clock steps by `deltaMs` (an NTP step, an operator). */
+  jumpWall(deltaMs: number): void {
+    if (deltaMs < 0) this.clockEvents.push({ kind: 'wallBack', atUs: this.clock.nowUs });
+    this.clock.jumpWall(deltaMs);
+  }
+
+  /**
+   * True when, since `sinceUs`, this machine was suspended and its wall clock was stepped
+   * backwards: together they hide the suspend from both of a lease holder's deadline checks, which
+   * docs/client.md ("Clocks") documents as outside one-holder-at-a-time (P1).
+   */
+  suspendHiddenSince(sinceUs: number): boolean {
+    let suspended = false;
+    let suspendedSince = false;
+    let back = false;
+    for (const e of this.clockEvents) {
+      if (e.kind === 'suspend') suspended = true;
+      if (suspended && e.atUs >= sinceUs) suspendedSince = true;
+      if (e.kind === 'resume') {
+        if (e.atUs >= sinceUs) suspendedSince = true;
+        suspended = false;
+      }
+      if (e.kind === 'wallBack' && e.atUs >= sinceUs) back = true;
+    }
+    return (suspendedSince || suspended) && back;
+  }
+
   resume(): void {
+    if (this.clock.suspended) this.clockEvents.push({ kind: 'resume', atUs: this.clock.nowUs });
     this.clock.resume();
     for (const p of this.processes) if (p.alive) p.releaseHeld();
   }

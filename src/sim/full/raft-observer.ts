@@ -42,11 +42,37 @@ export class RaftObserver {
   private readonly chains = new Map<number, string>([[0, GENESIS_CHAIN]]);
   private readonly nodeChain = new Map<NodeId, string>();
 
+  /** (index:term) → the resulting membership a conf entry carried when it was saved (for the FS-2 workaround). */
+  private readonly resulting = new Map<string, ConfState>();
+
   constructor(
     private readonly trace: (line: string) => void,
     /** Called with the first broken invariant (the checker's InvariantViolation). */
     private readonly onViolation: (err: InvariantViolation) => void,
+    /**
+     * Workaround for finding FS-2 (the WAL drops a conf entry's resulting membership): entries
+     * read back from a node's storage get it back, as a fixed WAL would return them.
+     */
+    private readonly restoreConfResulting = false,
   ) {}
+
+  private patchedStorage(inner: Storage): Storage {
+    if (!this.restoreConfResulting) return inner;
+    const resulting = this.resulting;
+    const patch = (e: Entry): Entry => {
+      if (e.type !== 'conf' || e.change.resulting !== undefined) return e;
+      const r = resulting.get(`${e.index}:${e.term}`);
+      return r ? { ...e, change: { ...e.change, resulting: r } } : e;
+    };
+    return {
+      initialState: () => inner.initialState(),
+      entries: (lo, hi, maxBytes) => inner.entries(lo, hi, maxBytes).map(patch),
+      term: (i) => inner.term(i),
+      firstIndex: () => inner.firstIndex(),
+      lastIndex: () => inner.lastIndex(),
+      snapshot: () => inner.snapshot(),
+    };
+  }
 
   /** Checker calls happen inside production callbacks: a violation is reported, never thrown into them. */
   private check(fn: () => void): void {
@@ -104,7 +130,7 @@ export class RaftObserver {
     const was = n.leader;
     n.leader = isLeader;
     if (isLeader && !was) {
-      this.trace(`n${id} leads term ${term}`);
+      this.trace(`n${id} leads term ${term} (voters ${n.voters().join(',')})`);
       this.check(() => this.checker.observeLeader(id, term, 'role'));
       this.check(() => this.checker.observeLeaderIsVoter(id, term, n.voters()));
       this.check(() => this.checker.observeLeaderLog(id, term, viewOf(n.storage)));
@@ -155,11 +181,16 @@ export class RaftObserver {
   /** Wraps a node's storage so that every durable write is checked. */
   wrap(id: NodeId, inner: NodeStorage & { storage: Storage }): NodeStorage {
     const obs = this;
+    const readSide = this.patchedStorage(inner.storage);
     return {
       get storage() {
-        return inner.storage;
+        return readSide;
       },
       async save(batch, opts) {
+        for (const e of batch.entries) {
+          if (e.type === 'conf' && e.change.resulting)
+            obs.resulting.set(`${e.index}:${e.term}`, e.change.resulting);
+        }
         const n = obs.nodes.get(id);
         const writerTerm = batch.hardState?.term ?? n?.durableHs.term ?? 0;
         const snap = batch.snapshot && batch.snapshot.metadata.index > 0 ? batch.snapshot : undefined;
