@@ -236,7 +236,10 @@ export class FaultDirector {
       }
       case 'bitFlip': {
         // One replica at most: the failure model promises to survive corruption on a minority.
-        if (this.members().some((h) => h.diskFaulted)) return false;
+        // ...and only while the cluster has all its members and no membership change is under way.
+        if (this.changing || this.members().some((h) => h.diskFaulted) || this.members().length < c.cfg.nodes) {
+          return false;
+        }
         if (!this.canImpair()) return false;
         const h = pickMaybe(rng, this.healthyNodes());
         if (!h) return false;
@@ -371,9 +374,14 @@ export class FaultDirector {
       });
       return true;
     }
-    // Prefer a member whose disk is corrupt: replacing it is what an operator does.
+    // A member whose disk took a fault is the one to replace (what an operator does); while there
+    // is one, removing a healthy voter would leave the faulty one in a majority of two.
     const victims = this.members().filter((h) => conf.voters.includes(h.id));
-    const broken = victims.filter((h) => h.state === 'failed');
+    const broken = victims.filter((h) => h.diskFaulted);
+    if (victims.length === 0) {
+      this.changing = false;
+      return false;
+    }
     const v = broken.length > 0 ? (this.rng.pick(broken) as NodeHost) : (this.rng.pick(victims) as NodeHost);
     this.trace(`n${lead.id} removes n${v.id}`);
     sched.after(0, lead.proc, 'remove-member', () => {
