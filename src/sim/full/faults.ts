@@ -237,7 +237,11 @@ export class FaultDirector {
       case 'bitFlip': {
         // One replica at most: the failure model promises to survive corruption on a minority.
         // ...and only while the cluster has all its members and no membership change is under way.
-        if (this.changing || this.members().some((h) => h.diskFaulted) || this.members().length < c.cfg.nodes) {
+        if (
+          this.changing ||
+          this.members().some((h) => h.diskFaulted) ||
+          this.members().length < c.cfg.nodes
+        ) {
           return false;
         }
         if (!this.canImpair()) return false;

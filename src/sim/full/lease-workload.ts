@@ -94,13 +94,23 @@ export class LeaseClientHost {
     const w = this.world;
     const s = this.settings;
     const rng: Prng = w.rng(`client-${proc.name}`);
+    // Test-only re-introductions of issue-9 bugs, from outside the SDK (see docs/simulator-full.md):
+    // - 'client-shared-incarnation': every process of this host presents one incarnation and one
+    //   requestId, as processes did before per-process incarnations (a cached requestId, none sent);
+    // - 'client-wall-stops-in-suspend': the SDK's wall clock stops with the monotonic one in a
+    //   suspend, as if generation stopped at the monotonic deadline only.
+    const shared = w.bugs.has('client-shared-incarnation');
+    const wallOffset = proc.wallMs() - proc.monoMs();
+    const wall = w.bugs.has('client-wall-stops-in-suspend')
+      ? () => proc.monoMs() + wallOffset
+      : () => proc.wallMs();
     const client = new FloeClient({
       endpoints: this.endpoints,
       requestTimeoutMs: s.requestTimeoutMs,
       fetch: this.router.fetchFor(proc, this.name, s.requestTimeoutMs),
       clock: {
-        now: () => Math.floor(proc.wallMs()),
-        waitUntil: (ms: number) => proc.busyWaitUntilWall(ms),
+        now: () => Math.floor(wall()),
+        waitUntil: (ms: number) => proc.busyWaitUntilWall(ms - wall() + proc.wallMs()),
       },
       monotonic: () => proc.monoMs(),
       bootId: `${this.machine.name}-boot`,
@@ -110,7 +120,7 @@ export class LeaseClientHost {
       },
       sleep: (ms) => proc.sleep(ms),
       random: () => rng.float(),
-      incarnation: proc.name,
+      incarnation: shared ? this.name : proc.name,
     });
     while (proc.alive) {
       if (this.stopped) {
@@ -123,7 +133,7 @@ export class LeaseClientHost {
           app: s.app,
           nodeId: this.serviceId,
           ttlMs: s.ttlMs,
-          requestId: `${proc.name}-${rng.nextU32().toString(16)}`,
+          requestId: shared ? `${this.name}-rq` : `${proc.name}-${rng.nextU32().toString(16)}`,
         });
       } catch (err) {
         this.stats.acquireFailures++;
