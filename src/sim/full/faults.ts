@@ -101,6 +101,16 @@ export class FaultDirector {
     return this.members().filter((h) => h.up && !h.proc?.paused && !h.machine.clock.suspended);
   }
 
+  private whole(): boolean {
+    const st = this.leader()?.node?.status();
+    if (!st || st.lastIndex !== st.commit || st.conf.learners.length > 0) return false;
+    const ids = this.members()
+      .map((h) => h.id)
+      .sort((a, b) => a - b);
+    const voters = [...st.conf.voters].sort((a, b) => a - b);
+    return voters.length === this.c.cfg.nodes && voters.join(',') === ids.join(',');
+  }
+
   private canImpair(): boolean {
     return this.impairedNodes() < this.c.cfg.maxImpairedNodes;
   }
@@ -236,14 +246,10 @@ export class FaultDirector {
       }
       case 'bitFlip': {
         // One replica at most: the failure model promises to survive corruption on a minority.
-        // ...and only while the cluster has all its members and no membership change is under way.
-        if (
-          this.changing ||
-          this.members().some((h) => h.diskFaulted) ||
-          this.members().length < c.cfg.nodes
-        ) {
-          return false;
-        }
+        // ...and only while the cluster is whole: a leader whose committed membership is exactly the
+        // running members, at full size, with nothing uncommitted (a conf change whose outcome is
+        // unknown may still land and shrink the majority the corruption must stay a minority of).
+        if (this.changing || !this.whole() || this.members().some((h) => h.diskFaulted)) return false;
         if (!this.canImpair()) return false;
         const h = pickMaybe(rng, this.healthyNodes());
         if (!h) return false;
@@ -381,12 +387,16 @@ export class FaultDirector {
     // A member whose disk took a fault is the one to replace (what an operator does); while there
     // is one, removing a healthy voter would leave the faulty one in a majority of two.
     const victims = this.members().filter((h) => conf.voters.includes(h.id));
-    const broken = victims.filter((h) => h.diskFaulted);
     if (victims.length === 0) {
       this.changing = false;
       return false;
     }
-    const v = broken.length > 0 ? (this.rng.pick(broken) as NodeHost) : (this.rng.pick(victims) as NodeHost);
+    const first = [
+      victims.filter((h) => h.state === 'failed' || h.corrupted),
+      victims.filter((h) => h.diskFaulted),
+      victims,
+    ].find((l) => l.length > 0) as NodeHost[];
+    const v = this.rng.pick(first);
     this.trace(`n${lead.id} removes n${v.id}`);
     sched.after(0, lead.proc, 'remove-member', () => {
       node.removeMember(v.id).then(

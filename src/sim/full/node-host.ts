@@ -59,6 +59,8 @@ export class NodeHost {
   lastError: string | undefined;
   /** Disk faults were injected into this node (EIO, bit flips): a halt or refusal to start is expected. */
   diskFaulted = false;
+  /** A bit was flipped at rest in its files: it may never start again. */
+  corrupted = false;
   /** Removed from the cluster (replaced by a new member): it stops and never starts again. */
   removed = false;
   readonly diskFaults: DiskFaults = { syncEio: 0, slow: 1 };
@@ -269,6 +271,7 @@ export class NodeHost {
     const bit = random(8);
     this.disk.flipBit(f.path, off, bit);
     this.diskFaulted = true;
+    this.corrupted = true;
     return `${f.path}@${off}.${bit}`;
   }
 
