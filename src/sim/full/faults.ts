@@ -108,7 +108,9 @@ export class FaultDirector {
       .map((h) => h.id)
       .sort((a, b) => a - b);
     const voters = [...st.conf.voters].sort((a, b) => a - b);
-    return voters.length === this.c.cfg.nodes && voters.join(',') === ids.join(',');
+    if (voters.length !== this.c.cfg.nodes || voters.join(',') !== ids.join(',')) return false;
+    // Every voter holds the whole log (a voter promoted before it caught up holds nothing: FS-3).
+    return voters.every((v) => v === st.id || st.progress?.[v]?.match === st.lastIndex);
   }
 
   private canImpair(): boolean {
