@@ -38,10 +38,12 @@ export interface ClusterView {
 export interface FaultStats {
   injected: Partial<Record<FaultKind, number>>;
   skipped: number;
+  /** New members promoted to voter before they acknowledged any entry (finding FS-3). */
+  promotedEmpty: number;
 }
 
 export class FaultDirector {
-  readonly stats: FaultStats = { injected: {}, skipped: 0 };
+  readonly stats: FaultStats = { injected: {}, skipped: 0, promotedEmpty: 0 };
   private readonly rng: Prng;
   private healed = false;
   private partitionEpoch = 0;
@@ -382,7 +384,22 @@ export class FaultDirector {
       const h = c.addNode();
       this.trace(`n${lead.id} adds new machine n${h.id}`);
       sched.after(0, lead.proc, 'add-member', () => {
-        node.addMember(h.member, 10_000).then(done(`add n${h.id}`), done(`add n${h.id}`));
+        node.addMember(h.member, 10_000).then(
+          () => {
+            // FS-3: addMember promotes a learner whose log is within 100 entries of the leader's,
+            // which a learner that has acknowledged nothing is while the log is short.
+            const st = node.status();
+            const match = st.progress?.[h.id]?.match ?? 0;
+            if (match === 0) {
+              this.stats.promotedEmpty++;
+              this.trace(
+                `n${h.id} promoted to voter holding nothing (match 0, leader's last index ${st.lastIndex}): FS-3`,
+              );
+            }
+            done(`add n${h.id}`)();
+          },
+          done(`add n${h.id}`),
+        );
       });
       return true;
     }
