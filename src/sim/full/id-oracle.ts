@@ -51,6 +51,8 @@ export class IdOracle {
   private readonly grantsPerWorker = new Map<string, number>();
   private readonly seenEvents = new Set<string>();
   private grants = 0;
+  private readonly lastIssuer = new Map<string, Holder>();
+  private readonly maxToken = new Map<string, number>();
   private exemptOverlaps = 0;
   private readonly leasedAt = new Map<string, { atUs: number; machine: Machine }>();
 
@@ -143,10 +145,18 @@ export class IdOracle {
       if (!list) this.byWorker.set(w, (list = []));
       list.push(h);
     }
+    // Fast path: h issued the worker's previous ID too, holds its newest token, and stays above its own
+    // first timestamp; nothing another holder did can have come between (each issue by another holder
+    // makes it the previous issuer and sends the next ID by h down the full check below).
+    const fast =
+      this.lastIssuer.get(w) === h && h.token >= (this.maxToken.get(w) ?? 0) && parts.timestamp >= h.minTs;
     h.last = atUs;
     h.count++;
     if (parts.timestamp < h.minTs) h.minTs = parts.timestamp;
     if (parts.timestamp > h.maxTs) h.maxTs = parts.timestamp;
+    if (fast) return;
+    this.lastIssuer.set(w, h);
+    if (h.token > (this.maxToken.get(w) ?? 0)) this.maxToken.set(w, h.token);
     for (const g of this.byWorker.get(w) ?? []) {
       if (g === h) continue;
       if (g.first <= h.last && h.first <= g.last && !this.exempt(g, h)) {

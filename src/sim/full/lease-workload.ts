@@ -138,7 +138,7 @@ export class LeaseClientHost {
       } catch (err) {
         this.stats.acquireFailures++;
         w.trace(`${proc.name} acquire failed: ${errText(err)}`);
-        await proc.sleep(rng.range(50, 500));
+        await proc.sleep(rng.range(200, 1_000)); // a service backs off before it tries again
         continue;
       }
       this.stats.acquired++;

@@ -181,13 +181,19 @@ export class NodeHost {
       random: rng.asRandomInt(),
       clock: { monotonicMs: () => proc.monoMs(), wallMs: () => proc.wallMs() },
       // Every timer of the node runs on this process: paused with it, gone when it dies. An immediate
-      // is a 1 µs event, so code that polls with it (stop() waiting for a save) lets time pass.
+      // runs within the current event (as a real one runs before the next I/O), unless the process
+      // has meanwhile died (dropped) or stopped (then it waits as an event of the process).
       timers: {
         setTimeout: (fn, ms) => proc.setTimeout(fn, ms, 'node-timer'),
         clearTimeout: (h) => proc.clearTimer(h),
         setInterval: (fn, ms) => proc.setInterval(fn, ms, 'node-tick'),
         clearInterval: (h) => proc.clearTimer(h),
-        setImmediate: (fn) => w.sched.after(1, proc, 'node-immediate', fn),
+        setImmediate: (fn) =>
+          setImmediate(() => {
+            if (!proc.alive) return;
+            if (proc.paused || proc.machine.clock.suspended) w.sched.after(0, proc, 'node-immediate', fn);
+            else fn();
+          }),
       },
       logger,
     });

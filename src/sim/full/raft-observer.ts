@@ -14,7 +14,14 @@ interface NodeView {
   lastApplied: number;
   /** The node's role as of its last Ready (from its 'role' events). */
   leader: boolean;
-  voters: () => readonly NodeId[];
+  /** Reads the node's voters (FloeNode.status() copies a lot: cached until a conf entry or snapshot applies). */
+  readVoters: () => readonly NodeId[];
+  cachedVoters: readonly NodeId[] | undefined;
+}
+
+function votersOf(n: NodeView): readonly NodeId[] {
+  n.cachedVoters ??= n.readVoters();
+  return n.cachedVoters;
 }
 
 function viewOf(s: Storage): LogView {
@@ -105,12 +112,20 @@ export class RaftObserver {
       }
     }
     const snap = storage.snapshot().metadata;
-    this.nodes.set(id, { storage, durableHs: { ...hs }, lastApplied: snap.index, leader: false, voters });
+    this.nodes.set(id, {
+      storage,
+      durableHs: { ...hs },
+      lastApplied: snap.index,
+      leader: false,
+      readVoters: voters,
+      cachedVoters: undefined,
+    });
     this.restored(id, snap.index, snap.term, 'restart');
   }
 
   private restored(id: NodeId, index: number, term: number, how: 'restart' | 'install'): void {
     const n = this.nodes.get(id)!;
+    n.cachedVoters = undefined;
     const chain = index === 0 ? GENESIS_CHAIN : this.chains.get(index);
     n.lastApplied = index;
     if (chain === undefined) {
@@ -130,9 +145,9 @@ export class RaftObserver {
     const was = n.leader;
     n.leader = isLeader;
     if (isLeader && !was) {
-      this.trace(`n${id} leads term ${term} (voters ${n.voters().join(',')})`);
+      this.trace(`n${id} leads term ${term} (voters ${votersOf(n).join(',')})`);
       this.check(() => this.checker.observeLeader(id, term, 'role'));
-      this.check(() => this.checker.observeLeaderIsVoter(id, term, n.voters()));
+      this.check(() => this.checker.observeLeaderIsVoter(id, term, votersOf(n)));
       this.check(() => this.checker.observeLeaderLog(id, term, viewOf(n.storage)));
     }
   }
@@ -167,6 +182,7 @@ export class RaftObserver {
     const term = n.durableHs.term;
     let chain = this.nodeChain.get(id);
     for (const e of entries) {
+      if (e.type === 'conf') n.cachedVoters = undefined;
       if (chain !== undefined) {
         const c = chainNext(chain, e);
         chain = c;
@@ -249,7 +265,7 @@ export class RaftObserver {
     if (hs.commit > prev.commit) {
       this.check(() => this.checker.observeCommit(id, hs.term, prev.commit, hs.commit, view));
       if (n.leader) {
-        const voters = n.voters();
+        const voters = votersOf(n);
         const logs = new Map<NodeId, LogView>();
         for (const v of voters) {
           const other = this.nodes.get(v);

@@ -234,7 +234,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
       endpoints,
       history,
       w.rng(name),
-      [20, 300],
+      [30, 400],
     );
     kvClients.push(c);
     sched.after(0, proc, 'kv-start', () => c.start());
