@@ -156,7 +156,7 @@ export const PROFILES: Record<string, Profile> = {
   drift10: {
     name: 'drift10',
     summary:
-      'swarm with clocks at ±10% (pairwise rate gaps past the documented 10%: lease overlaps are expected)',
+      'swarm with clocks at ±10% (pairwise rate gaps past the documented 10%: lease overlaps may appear)',
     faults: ALL,
     swarm: true,
     clockDrift: 0.1,
