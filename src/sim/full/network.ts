@@ -66,6 +66,8 @@ export class VirtualNetwork {
   private readonly lastAt = new Map<string, number>();
   /** Sees every message a node sends, whatever its fate (the Raft checker's wire view). */
   onSend: ((m: Message) => void) | undefined;
+  /** Told just before a message is handed to a node. */
+  onDeliver: ((to: NodeId) => void) | undefined;
 
   constructor(
     private readonly sched: Scheduler,
@@ -180,6 +182,7 @@ export class VirtualNetwork {
     }
     const m = decodeMessage(payload);
     this.stats.delivered++;
+    this.onDeliver?.(m.to);
     this.sinkCall(to, 'message', m);
     if (m.type === 'snap') this.snapStatus(from, m.to, true);
   }

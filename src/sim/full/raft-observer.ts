@@ -49,6 +49,15 @@ export class RaftObserver {
   private readonly chains = new Map<number, string>([[0, GENESIS_CHAIN]]);
   private readonly nodeChain = new Map<NodeId, string>();
 
+  /** Coverage: messages a node stepped while a snapshot it received was still being saved (issue 9 item 6). */
+  stepsDuringSnapshotSave = 0;
+  private readonly savingSnapshot = new Set<NodeId>();
+
+  /** The network is about to hand `id` a message. */
+  delivering(id: NodeId): void {
+    if (this.savingSnapshot.has(id)) this.stepsDuringSnapshotSave++;
+  }
+
   /** (index:term) → the resulting membership a conf entry carried when it was saved (for the FS-2 workaround). */
   private readonly resulting = new Map<string, ConfState>();
 
@@ -216,7 +225,12 @@ export class RaftObserver {
         if (n && beforeEntries.length > 0 && n.leader) {
           obs.check(() => obs.checker.observeLeaderRewrite(id, writerTerm, beforeEntries, batch.entries));
         }
-        await inner.save(batch, opts);
+        if (snap) obs.savingSnapshot.add(id);
+        try {
+          await inner.save(batch, opts);
+        } finally {
+          if (snap) obs.savingSnapshot.delete(id);
+        }
         if (!n) return;
         const view = viewOf(n.storage);
         if (snap) obs.savedSnapshot(id, n, writerTerm, snap, beforeSnap, view);

@@ -51,6 +51,8 @@ export interface FullSimStats {
   maxTerm: number;
   unattributedTimers: number;
   unsettledEvents: number;
+  /** Messages stepped by a node while a snapshot it received was still being saved (coverage). */
+  stepsDuringSnapshotSave: number;
   oracle: OracleStats;
   clients: LeaseClientStats;
   faults: FaultStats;
@@ -147,6 +149,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
     workarounds.has('conf-resulting'),
   );
   net.onSend = (m) => observer.sent(m);
+  net.onDeliver = (to) => observer.delivering(to);
   const router = new HttpRouter(w, () => net.conditions);
   const oracle = new IdOracle(w);
   const rate = () => 1 + (2 * rng.float() - 1) * cfg.clockDrift;
@@ -336,6 +339,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
       maxTerm,
       unattributedTimers: timers.unattributed(),
       unsettledEvents: sched.unsettled,
+      stepsDuringSnapshotSave: observer.stepsDuringSnapshotSave,
       oracle: oracle.stats,
       clients: clientStats,
       faults: director.stats,
