@@ -49,8 +49,11 @@ export class FaultDirector {
   private partitionEpoch = 0;
   private noiseEpoch = 0;
   private readonly weights: Partial<Record<FaultKind, number>>;
-  /** One membership change at a time. */
+  /** One membership change at a time, and one leadership transfer. */
   private changing = false;
+  private transferring = false;
+  private transferProc: SimProcess | undefined;
+  private changeProc: SimProcess | undefined;
 
   constructor(private readonly c: ClusterView) {
     this.rng = c.world.rng('faults');
@@ -253,6 +256,7 @@ export class FaultDirector {
         // ...and only while the cluster is whole: a leader whose committed membership is exactly the
         // running members, at full size, with nothing uncommitted (a conf change whose outcome is
         // unknown may still land and shrink the majority the corruption must stay a minority of).
+        if (this.changing && this.changeProc?.alive === false) this.changing = false;
         if (this.changing || !this.whole() || this.members().some((h) => h.diskFaulted)) return false;
         if (!this.canImpair()) return false;
         const h = pickMaybe(rng, this.healthyNodes());
@@ -339,15 +343,24 @@ export class FaultDirector {
       case 'leaderTransfer': {
         const lead = this.leader();
         const node = lead?.node;
-        if (!lead?.proc || !node) return false;
+        // A transfer run by a process that died since never settles: it no longer counts.
+        if (this.transferring && this.transferProc?.alive === false) this.transferring = false;
+        if (!lead?.proc || !node || this.transferring) return false;
         const voters = node.status().conf.voters.filter((v: NodeId) => v !== lead.id);
         if (voters.length === 0) return false;
         const to = rng.pick(voters);
         this.trace(`n${lead.id} transfers leadership to n${to}`);
+        this.transferring = true;
+        this.transferProc = lead.proc;
         c.world.sched.after(0, lead.proc, 'transfer-leadership', () => {
-          node.transferLeadership(to, 2_000).catch((err: unknown) => {
-            this.trace(`transfer to n${to}: ${String(err).slice(0, 120)}`);
-          });
+          node
+            .transferLeadership(to, 2_000)
+            .catch((err: unknown) => {
+              this.trace(`transfer to n${to}: ${String(err).slice(0, 120)}`);
+            })
+            .finally(() => {
+              this.transferring = false;
+            });
         });
         return true;
       }
@@ -364,10 +377,13 @@ export class FaultDirector {
     const c = this.c;
     const lead = this.leader();
     const node = lead?.node;
+    // A change run by a process that died since never settles: it no longer counts.
+    if (this.changing && this.changeProc?.alive === false) this.changing = false;
     if (this.changing || !lead?.proc || !node) return false;
     const conf = node.status().conf;
     const sched = c.world.sched;
     this.changing = true;
+    this.changeProc = lead.proc;
     const done = (what: string) => (err?: unknown) => {
       this.changing = false;
       this.trace(`${what}: ${err === undefined ? 'done' : String(err).slice(0, 120)}`);
