@@ -510,6 +510,20 @@ function checkEntries(entries: readonly Entry[], last: number, snapIndex: number
       return `entry indexes not consecutive: ${entries[i - 1]!.index} then ${entries[i]!.index}`;
     }
   }
+  // Recovery refuses a conf entry it cannot decode, so never write one (the node would not restart).
+  const isId = (n: unknown) => typeof n === 'number' && Number.isSafeInteger(n) && n > 0;
+  for (const e of entries) {
+    if (e.type !== 'conf') continue;
+    const c = e.change;
+    if (!isId(c.nodeId)) return `conf entry ${e.index}: nodeId ${c.nodeId} is not a positive integer`;
+    const r = c.resulting;
+    if (
+      r !== undefined &&
+      !(Array.isArray(r.voters) && Array.isArray(r.learners) && [...r.voters, ...r.learners].every(isId))
+    ) {
+      return `conf entry ${e.index}: resulting membership must list voters and learners as positive integer node IDs`;
+    }
+  }
   return undefined;
 }
 

@@ -5,6 +5,7 @@
 // tell a damaged header followed by unwritten zeros (torn) from a complete frame (record.ts).
 import { Packr } from 'msgpackr';
 import type { ConfChange, ConfState, Entry, HardState } from '../raft/types.js';
+import { WAL_FORMAT_VERSION } from './record.js';
 
 // useRecords: false → plain msgpack arrays/maps, decodable without shared state between records.
 // copyBuffers: true → decoded entry data does not pin the whole segment buffer in memory.
@@ -97,17 +98,27 @@ export function encodeEntries(entries: readonly Entry[]): Buffer {
     else {
       const c = e.change;
       const row: unknown[] = [e.index, e.term, 1, CHANGE_TYPES.indexOf(c.type), c.nodeId];
-      if (c.context !== undefined) row.push(c.context);
+      // Without `resulting` the row keeps its format-2 shape (5 or 6 fields).
+      if (c.context !== undefined || c.resulting !== undefined) row.push(c.context ?? null);
+      if (c.resulting !== undefined) row.push([c.resulting.voters, c.resulting.learners]);
       rows[i] = row;
     }
   }
   return packr.pack(rows);
 }
 
-/** Decodes an entries record; checks the indexes are consecutive. */
-export function decodeEntries(payload: Buffer): Entry[] {
+/** The WAL format whose conf rows may carry a 7th field: the membership the change results in. */
+const RESULTING_SINCE_FORMAT = 4;
+
+/**
+ * Decodes an entries record of a segment in WAL format `format`; checks the indexes are
+ * consecutive. A conf row's 7th field (its resulting membership) came with format 4; in a format-2
+ * segment such a row is refused.
+ */
+export function decodeEntries(payload: Buffer, format: number = WAL_FORMAT_VERSION): Entry[] {
   const rows = unpackArray(payload, 'entries');
   if (rows.length === 0) throw new PayloadError('entries record holds no entries');
+  const confFields = format >= RESULTING_SINCE_FORMAT ? 7 : 6;
   const out: Entry[] = new Array(rows.length);
   for (let i = 0; i < rows.length; i++) {
     const row = rows[i];
@@ -119,18 +130,30 @@ export function decodeEntries(payload: Buffer): Entry[] {
     }
     if (row[2] === 0 && row.length === 4) {
       out[i] = { type: 'normal', index, term, data: bytes(row[3], 'entry data') };
-    } else if (row[2] === 1 && (row.length === 5 || row.length === 6)) {
+    } else if (row[2] === 1 && row.length >= 5 && row.length <= confFields) {
       const type = CHANGE_TYPES[row[3] as number];
       if (type === undefined)
         throw new PayloadError(`entry ${index}: unknown conf change type ${String(row[3])}`);
       const change: ConfChange = { type, nodeId: uint(row[4], 'conf change nodeId') };
-      if (row.length === 6) change.context = bytes(row[5], 'conf change context');
+      // A 7-field row has nil here when the change has no context; a 6-field row never does.
+      if (row.length === 6 || (row.length === 7 && row[5] !== null))
+        change.context = bytes(row[5], 'conf change context');
+      if (row.length === 7) change.resulting = resultingFrom(row[6], index);
       out[i] = { type: 'conf', index, term, change };
     } else {
-      throw new PayloadError(`entry ${index}: unknown entry kind ${String(row[2])}`);
+      throw new PayloadError(`entry ${index}: unknown entry kind ${String(row[2])} (${row.length} fields)`);
     }
   }
   return out;
+}
+
+function resultingFrom(v: unknown, index: number): ConfState {
+  if (!Array.isArray(v) || v.length !== 2)
+    throw new PayloadError(`entry ${index}: conf change resulting is not a [voters, learners] tuple`);
+  return {
+    voters: memberIds(v[0], `entry ${index}: resulting voters`),
+    learners: memberIds(v[1], `entry ${index}: resulting learners`),
+  };
 }
 
 function hardStateTuple(hs: HardState): number[] {
@@ -176,6 +199,16 @@ function uint(v: unknown, what: string): number {
 function idList(v: unknown, what: string): number[] {
   if (!Array.isArray(v)) throw new PayloadError(`${what} is not a list`);
   return v.map((x) => uint(x, what));
+}
+
+/** Node IDs of a membership: a list of positive safe integers. */
+function memberIds(v: unknown, what: string): number[] {
+  if (!Array.isArray(v)) throw new PayloadError(`${what} is not a list`);
+  return v.map((x) => {
+    if (typeof x !== 'number' || !Number.isSafeInteger(x) || x <= 0)
+      throw new PayloadError(`${what} holds ${String(x)}; expected positive integer node IDs`);
+    return x;
+  });
 }
 
 function bytes(v: unknown, what: string): Uint8Array {

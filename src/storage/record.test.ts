@@ -1,4 +1,5 @@
 import { crc32c } from '@node-rs/crc32';
+import { Packr } from 'msgpackr';
 import { describe, expect, it } from 'vitest';
 import type { Entry } from '../raft/types.js';
 import {
@@ -20,6 +21,7 @@ import {
   RecordType,
   readFrame,
   SEGMENT_PREAMBLE_BYTES,
+  segmentFormat,
   segmentPreamble,
   WAL_FORMAT_VERSION,
 } from './record.js';
@@ -98,9 +100,20 @@ describe('record framing', () => {
     expect(p.length).toBe(SEGMENT_PREAMBLE_BYTES);
     expect(p.toString('latin1')).toBe(`FLOEWAL${String.fromCharCode(WAL_FORMAT_VERSION)}`);
     expect(checkPreamble(Buffer.concat([p, Buffer.from([1, 2])]))).toBeUndefined();
-    const v3 = Buffer.from(p);
-    v3[7] = 3;
-    expect(checkPreamble(v3)).toBe('WAL format version 3; this build reads only version 2');
+    expect(WAL_FORMAT_VERSION).toBe(4);
+    const v = Buffer.from(p);
+    v[7] = 2; // format 2 is still read
+    expect(checkPreamble(v)).toBeUndefined();
+    expect(segmentFormat(v)).toBe(2);
+    v[7] = 3;
+    expect(checkPreamble(v)).toBe('WAL format version 3; this build reads versions 2 and 4');
+    // No single flipped bit turns one readable version byte into another.
+    for (const readable of [2, 4]) {
+      for (let bit = 0; bit < 8; bit++) {
+        v[7] = readable ^ (1 << bit);
+        expect(checkPreamble(v), `${readable} with bit ${bit} flipped`).toMatch(/^WAL format version/);
+      }
+    }
     // A format-1 segment: [crc32c over the rest | length | type 1 | payload].
     const payload = Buffer.from([0x98, 1, 1, 1, 0, 0x93, 0, 0, 0]);
     const old = Buffer.alloc(9 + payload.length);
@@ -133,6 +146,73 @@ describe('record payloads', () => {
     const last = back[4]!;
     expect(last.type === 'normal' && Buffer.from(last.data).toString()).toBe('buffer in');
     expect(last.type === 'normal' && last.data.constructor).toBe(Uint8Array);
+  });
+
+  it('round-trips a conf entry with its resulting membership, with and without context (format 4)', () => {
+    const entries: Entry[] = [
+      {
+        type: 'conf',
+        index: 1,
+        term: 1,
+        change: { type: 'addLearner', nodeId: 4, resulting: { voters: [1, 2, 3], learners: [4] } },
+      },
+      {
+        type: 'conf',
+        index: 2,
+        term: 1,
+        change: {
+          type: 'addVoter',
+          nodeId: 4,
+          context: new Uint8Array([7, 0]),
+          resulting: { voters: [1, 2, 3, 4], learners: [] },
+        },
+      },
+      {
+        type: 'conf',
+        index: 3,
+        term: 1,
+        change: { type: 'remove', nodeId: 1, resulting: { voters: [], learners: [] } },
+      },
+    ];
+    expect(decodeEntries(encodeEntries(entries), 4)).toEqual(entries);
+    expect(decodeEntries(encodeEntries(entries))).toEqual(entries);
+  });
+
+  it('reads format-2 conf rows (no resulting membership), and refuses a 7-field row in a format-2 segment', () => {
+    // Without `resulting`, a row keeps its format-2 shape: 5 fields, or 6 with a context.
+    const old: Entry[] = [
+      { type: 'conf', index: 1, term: 1, change: { type: 'addVoter', nodeId: 4 } },
+      {
+        type: 'conf',
+        index: 2,
+        term: 1,
+        change: { type: 'remove', nodeId: 2, context: new Uint8Array([1]) },
+      },
+    ];
+    expect(decodeEntries(encodeEntries(old), 2)).toEqual(old);
+    expect(decodeEntries(encodeEntries(old), 4)).toEqual(old);
+    const withResulting = encodeEntries([
+      {
+        type: 'conf',
+        index: 1,
+        term: 1,
+        change: { type: 'addVoter', nodeId: 4, resulting: { voters: [4], learners: [] } },
+      },
+    ]);
+    expect(() => decodeEntries(withResulting, 2)).toThrow(/entry 1: unknown entry kind 1 \(7 fields\)/);
+  });
+
+  it('refuses a malformed resulting membership, naming the entry and the field', () => {
+    const row = (resulting: unknown) =>
+      Buffer.from(new Packr({ useRecords: false }).pack([[1, 1, 1, 1, 4, null, resulting]]));
+    expect(() => decodeEntries(row([[1, 2]]))).toThrow(
+      /entry 1: conf change resulting is not a \[voters, learners\] tuple/,
+    );
+    expect(() => decodeEntries(row([[1, 0], []]))).toThrow(
+      /entry 1: resulting voters holds 0; expected positive integer node IDs/,
+    );
+    expect(() => decodeEntries(row([[1], 'x']))).toThrow(/entry 1: resulting learners is not a list/);
+    expect(() => decodeEntries(row([[1], []]))).not.toThrow();
   });
 
   it('refuses entries that are not consecutive or not well formed', () => {

@@ -1,6 +1,7 @@
-// WAL segment layout (format 2). A segment file is an 8-byte preamble, then frames:
+// WAL segment layout (format 4; format 2 is read too). A segment file is an 8-byte preamble, then
+// frames:
 //
-//   preamble:  "FLOEWAL" (7 ASCII bytes) | format version (u8) = 2
+//   preamble:  "FLOEWAL" (7 ASCII bytes) | format version (u8) = 4
 //
 //   frame:
 //   0        4        8    9        13
@@ -12,13 +13,19 @@
 // the type and pcrc. With the header checked on its own, recovery knows where a frame ends before it
 // looks at the payload, so it can tell a frame that is incomplete (the file ends inside it: a torn
 // write, cut) from a complete frame whose bytes changed (a bit flip: corruption, refused). Format 1
-// had one checksum over the whole frame, and recovery had to guess.
+// had one checksum over the whole frame, and recovery had to guess. Format 4 has format 2's framing;
+// a conf entry's row may carry a 7th field, the membership the change results in (payload.ts).
+// There is no format 3: the version byte is outside every checksum, and 3 (0b011) is one flipped bit
+// away from 2 (0b010). Readable versions must differ in at least two bits, so that one flipped bit
+// in the preamble is always refused, never read as another format.
 import { crc32c } from '@node-rs/crc32';
 
 export const FRAME_HEADER_BYTES = 13;
 
-/** Format of the segment files this build writes and reads. Bump it for any change to the layout or record types. */
-export const WAL_FORMAT_VERSION = 2;
+/** Format of the segment files this build writes. Bump it for any change to the layout or record types. */
+export const WAL_FORMAT_VERSION = 4;
+/** Oldest format this build still reads (format 2: conf entries without their resulting membership). */
+export const OLDEST_READABLE_WAL_FORMAT = 2;
 const MAGIC = Buffer.from('FLOEWAL', 'ascii');
 export const SEGMENT_PREAMBLE_BYTES = MAGIC.length + 1;
 
@@ -55,16 +62,21 @@ export function segmentPreamble(): Buffer {
 export function checkPreamble(buf: Buffer): string | undefined {
   if (buf.length >= SEGMENT_PREAMBLE_BYTES && buf.subarray(0, MAGIC.length).equals(MAGIC)) {
     const v = buf[MAGIC.length]!;
-    if (v === WAL_FORMAT_VERSION) return undefined;
-    return `WAL format version ${v}; this build reads only version ${WAL_FORMAT_VERSION}`;
+    if (v === OLDEST_READABLE_WAL_FORMAT || v === WAL_FORMAT_VERSION) return undefined;
+    return `WAL format version ${v}; this build reads versions ${OLDEST_READABLE_WAL_FORMAT} and ${WAL_FORMAT_VERSION}`;
   }
   if (looksLikeFormat1(buf)) {
     return (
-      `segment is in WAL format 1 (frames without a header checksum); this build reads only format ${WAL_FORMAT_VERSION} ` +
+      `segment is in WAL format 1 (frames without a header checksum); this build reads formats ${OLDEST_READABLE_WAL_FORMAT} and ${WAL_FORMAT_VERSION} ` +
       'and has no upgrade path: move the data directory aside and let the node rejoin from a peer'
     );
   }
   return `not a Floe WAL segment (the file does not start with the ${JSON.stringify(MAGIC.toString())} preamble)`;
+}
+
+/** The format version of a segment whose preamble checkPreamble accepted. */
+export function segmentFormat(buf: Buffer): number {
+  return buf[MAGIC.length]!;
 }
 
 /** Format 1 segments began with a frame [crc32c | length | type=1 | payload], crc over bytes 4.. . */

@@ -11,7 +11,7 @@ import {
   type SegmentHeader,
   type SnapshotMarker,
 } from './payload.js';
-import { checkPreamble, RecordType, readFrame, SEGMENT_PREAMBLE_BYTES } from './record.js';
+import { checkPreamble, RecordType, readFrame, SEGMENT_PREAMBLE_BYTES, segmentFormat } from './record.js';
 
 /** A segment file: `<seq as 16 hex digits>-<firstIndex as 16 hex digits>.wal`. */
 export interface SegmentRef {
@@ -100,6 +100,7 @@ export class WalReplayer {
     this.lastSeq = ref.seq;
     const bad = checkPreamble(buf);
     if (bad !== undefined) throw new WalCorruptionError(ref.name, 0, bad);
+    const format = segmentFormat(buf);
     let offset = SEGMENT_PREAMBLE_BYTES;
     let first = true;
     for (;;) {
@@ -119,7 +120,7 @@ export class WalReplayer {
       }
       try {
         if (first) this.header(ref, decodeHeader(fr.payload));
-        else this.record(ref, offset, fr.type, fr.payload);
+        else this.record(ref, offset, fr.type, fr.payload, format);
       } catch (err) {
         if (err instanceof PayloadError) throw new WalCorruptionError(ref.name, offset, err.message);
         throw err;
@@ -178,11 +179,11 @@ export class WalReplayer {
     }
   }
 
-  private record(ref: SegmentRef, offset: number, type: number, payload: Buffer): void {
+  private record(ref: SegmentRef, offset: number, type: number, payload: Buffer, format: number): void {
     const s = this.state!;
     switch (type) {
       case RecordType.entries:
-        this.entries(ref, offset, decodeEntries(payload));
+        this.entries(ref, offset, decodeEntries(payload, format));
         return;
       case RecordType.hardState:
         s.tail.hardState = decodeHardState(payload);

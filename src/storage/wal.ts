@@ -223,7 +223,7 @@ export class Wal {
 
     const replayer = new WalReplayer();
     let torn: TornTail | undefined;
-    let lastBytes = 0;
+    let lastBuf: Buffer = Buffer.alloc(0);
     let lastHeaderBytes = 0;
     for (let i = 0; i < refs.length; i++) {
       const ref = refs[i]!;
@@ -231,51 +231,54 @@ export class Wal {
       const buf = await fs.readFile(path.join(dir, ref.name));
       torn = replayer.feed(ref, buf, isLast);
       if (isLast) {
-        lastBytes = torn ? torn.offset : buf.length;
+        lastBuf = buf;
         const h = readFrame(buf, SEGMENT_PREAMBLE_BYTES);
         lastHeaderBytes = h.kind === 'ok' ? h.next : 0;
       }
     }
     const state = replayer.result()!;
     const last = refs[refs.length - 1]!;
-    const fh = await fs.open(path.join(dir, last.name), 'r+');
     let recovery: WalRecovery = { tailCut: false };
-    try {
-      if (torn) {
-        // Protocol-aware recovery: the cut bytes may have held a vote in a newer term (only if fsync
-        // lied: an incomplete frame was never covered by a completed fdatasync). Fence the next term
-        // as "voted for someone unknown", durably in the same place, before anything else happens.
-        const before = state.tail.hardState;
-        const fence: HardState = {
-          term: Math.max(before.term, state.tail.lastTerm) + 1,
-          vote: UNKNOWN_VOTE,
-          commit: before.commit,
-        };
-        const frame = encodeFrame(RecordType.hardState, encodeHardState(fence));
-        await fh.truncate(torn.offset);
-        await writeAll(fh, [frame], torn.offset);
-        await fh.datasync();
-        lastBytes = torn.offset + frame.length;
-        state.tail.hardState = fence;
-        recovery = {
-          tailCut: true,
-          file: torn.file,
-          cutAtOffset: torn.offset,
-          bytesCut: torn.fileBytes - torn.offset,
-          reason: torn.reason,
-          hardStateBefore: { ...before },
-          hardStateAfter: { ...fence },
-        };
-        warn(
-          `cut a torn record off the end of ${path.join(dir, torn.file)}: ${torn.fileBytes - torn.offset} bytes ` +
-            `from offset ${torn.offset} (${torn.reason}); an incomplete record was never fsynced, so never ` +
-            `acknowledged. Hard state fenced from term ${before.term} vote ${before.vote} to term ${fence.term} ` +
-            `with an unknown vote: this node grants no vote in term ${fence.term} or below`,
-        );
-      }
-    } catch (err) {
-      await fh.close();
-      throw err;
+    // The last segment as it is kept: what replay accepted (a torn tail cut off), in this build's format.
+    const kept: Buffer[] = [segmentPreamble(), lastBuf.subarray(SEGMENT_PREAMBLE_BYTES, torn?.offset)];
+    if (torn) {
+      // Protocol-aware recovery: the cut bytes may have held a vote in a newer term (only if fsync
+      // lied: an incomplete frame was never covered by a completed fdatasync). Fence the next term
+      // as "voted for someone unknown", in the same place, durable before open returns.
+      const before = state.tail.hardState;
+      const fence: HardState = {
+        term: Math.max(before.term, state.tail.lastTerm) + 1,
+        vote: UNKNOWN_VOTE,
+        commit: before.commit,
+      };
+      kept.push(encodeFrame(RecordType.hardState, encodeHardState(fence)));
+      state.tail.hardState = fence;
+      recovery = {
+        tailCut: true,
+        file: torn.file,
+        cutAtOffset: torn.offset,
+        bytesCut: torn.fileBytes - torn.offset,
+        reason: torn.reason,
+        hardStateBefore: { ...before },
+        hardStateAfter: { ...fence },
+      };
+    }
+    // What replay read came through the page cache, and may not be on the disk: after an fsync that
+    // failed (EIO), Linux drops the dirty pages from write-back but keeps them readable, and a later
+    // fsync reports success without them (finding FS-1). Only the last segment can hold such bytes
+    // (a segment is fdatasync'd whole before the next one is created, and any failure stops the
+    // writer). So it is written again, to a new file made durable and renamed over it, before
+    // anything recovered is used: from here on, everything open returns is on the disk.
+    const fh = await rewriteSegment(fs, dir, last.name, kept);
+    const lastBytes = kept.reduce((n, b) => n + b.length, 0);
+    if (recovery.tailCut) {
+      const { hardStateBefore: b, hardStateAfter: a } = recovery;
+      warn(
+        `cut a torn record off the end of ${path.join(dir, recovery.file)}: ${recovery.bytesCut} bytes ` +
+          `from offset ${recovery.cutAtOffset} (${recovery.reason}); an incomplete record was never fsynced, so never ` +
+          `acknowledged. Hard state fenced from term ${b.term} vote ${b.vote} to term ${a.term} ` +
+          `with an unknown vote: this node grants no vote in term ${a.term} or below`,
+      );
     }
     const tail: WalTail = { ...state.tail, hardState: { ...state.tail.hardState } };
     const wal = new Wal(dir, fs, segmentBytes, refs, fh, lastBytes, lastHeaderBytes, tail);
@@ -479,6 +482,41 @@ export class Wal {
 }
 
 /**
+ * Replaces segment `name` with `chunks`: written to `<name>.tmp`, fdatasync, renamed over the old
+ * file, directory fsync. Returns the new file, open for appending. A crash leaves the old file or
+ * the new one, never a mix; a leftover .tmp is removed by the next open. Any failure is a
+ * StorageFailedError: open must not go on with bytes it could not make durable.
+ */
+async function rewriteSegment(
+  fs: StorageFs,
+  dir: string,
+  name: string,
+  chunks: readonly Buffer[],
+): Promise<StorageFile> {
+  const final = path.join(dir, name);
+  const tmp = `${final}.tmp`;
+  let fh: StorageFile | undefined;
+  let renamed = false;
+  try {
+    fh = await fs.open(tmp, 'w');
+    await writeAll(fh, chunks, 0);
+    await fh.datasync();
+    await fs.rename(tmp, final);
+    renamed = true;
+    await fs.syncDir(dir);
+    return fh;
+  } catch (err) {
+    await fh?.close().catch(() => {});
+    if (!renamed) await removeIfExists(fs, tmp).catch(() => {});
+    throw new StorageFailedError(
+      `could not make the recovered WAL segment ${final} durable (it is rewritten at every open, so that ` +
+        `nothing recovery read is trusted unless it is on the disk); refusing to start: ${asError(err).message}`,
+      { cause: err },
+    );
+  }
+}
+
+/**
  * Creates segment `seq` starting after the tail: header written to `<name>.tmp`, fdatasync,
  * rename, fsync the directory. A crash leaves either no segment or one with a complete header.
  */
@@ -518,9 +556,11 @@ async function createSegment(
     await fs.rename(tmp, final);
     await fs.syncDir(dir);
   } catch (err) {
-    await fh.close();
-    if (errCode(err) !== 'ENOENT') await removeIfExists(fs, tmp);
-    throw err;
+    await fh.close().catch(() => {});
+    if (errCode(err) !== 'ENOENT') await removeIfExists(fs, tmp).catch(() => {});
+    throw new StorageFailedError(`could not create WAL segment ${final}: ${asError(err).message}`, {
+      cause: err,
+    });
   }
   return { ref: { seq, firstIndex, name }, fh, size: preamble.length + header.length };
 }
