@@ -46,6 +46,8 @@ export class Env {
   private inflight: Message[] = [];
   /** Directed links that are down, as "from>to". */
   private readonly cuts = new Set<string>();
+  /** Nodes cut off from every other node, including ones added later. */
+  private readonly isolated = new Set<NodeId>();
   private out: string[] = [];
 
   /** Runs one block and returns its output lines (never empty: "ok" when nothing was printed). */
@@ -104,8 +106,11 @@ export class Env {
     'raft-log': (a) => this.forEach(this.ids(a, true), (n) => this.raftLog(n)),
     applied: (a) =>
       this.forEach(this.ids(a, true), (n) =>
+        // The state machine is volatile: a node that is down has none.
         this.print(
-          `n${n.id}: applied=${n.appliedIndex} [${n.applied.map((x) => `${x.index}:${x.data}`).join(' ')}] ${fmt.conf(n.conf)}`,
+          n.raw === undefined
+            ? `n${n.id}: down`
+            : `n${n.id}: applied=${n.appliedIndex} [${n.applied.map((x) => `${x.index}:${x.data}`).join(' ')}] ${fmt.conf(n.conf)}`,
         ),
       ),
     snapshot: (a) => this.forEach(this.ids(a), (n) => this.snapshot(n)),
@@ -134,14 +139,7 @@ export class Env {
       const to = a.positionalInt(1);
       this.core(this.up(from), (raw) => raw.reportUnreachable(to));
     },
-    isolate: (a) =>
-      this.forEach(this.ids(a), (n) => {
-        for (const other of this.nodes.keys()) {
-          if (other === n.id) continue;
-          this.cuts.add(`${n.id}>${other}`);
-          this.cuts.add(`${other}>${n.id}`);
-        }
-      }),
+    isolate: (a) => this.forEach(this.ids(a), (n) => this.isolated.add(n.id)),
     cut: (a) => {
       a.allow('one-way');
       const x = a.positionalInt(0);
@@ -152,6 +150,7 @@ export class Env {
     heal: (a) => {
       a.allow();
       this.cuts.clear();
+      this.isolated.clear();
     },
   };
 
@@ -273,6 +272,8 @@ export class Env {
 
   /** Simulates a storage that loses conf entries' `resulting` (finding FS-2): rewrites the durable log without it. */
   private stripResulting(n: TNode): void {
+    if (n.raw !== undefined)
+      throw new CommandError(`strip-resulting: n${n.id} must be down (crash it first)`);
     const s = n.storage;
     const first = s.firstIndex();
     const ents = s.entries(first, s.lastIndex() + 1).map((e): Entry => {
@@ -365,6 +366,9 @@ export class Env {
     // 1. Persist: snapshot, entries, hard state (or only the first `torn` of those units).
     const hasSnap = rd.snapshot !== undefined;
     const units = (hasSnap ? 1 : 0) + rd.entries.length + (rd.hardState ? 1 : 0);
+    if (torn !== undefined && units === 0) {
+      throw new CommandError(`process-ready torn=${torn}: n${n.id}'s Ready has nothing to persist`);
+    }
     let budget = torn === undefined ? units : Math.min(torn, units);
     if (hasSnap && budget > 0) {
       n.storage.applySnapshot(rd.snapshot as Snapshot);
@@ -452,7 +456,7 @@ export class Env {
       this.print(`${fmt.message(m)} -- lost: n${m.to} is down`);
       return;
     }
-    if (this.cuts.has(`${m.from}>${m.to}`)) {
+    if (this.linkDown(m)) {
       this.print(`${fmt.message(m)} -- lost: link cut`);
       return;
     }
@@ -491,14 +495,18 @@ export class Env {
   private describeDelivery(m: Message): string {
     const to = this.nodes.get(m.to);
     if (to === undefined || to.raw === undefined) return `${fmt.message(m)} -- lost: n${m.to} is down`;
-    if (this.cuts.has(`${m.from}>${m.to}`)) return `${fmt.message(m)} -- lost: link cut`;
+    if (this.linkDown(m)) return `${fmt.message(m)} -- lost: link cut`;
     return fmt.message(m);
   }
 
   private deliverQuiet(m: Message): void {
     const to = this.nodes.get(m.to);
-    if (to?.raw === undefined || this.cuts.has(`${m.from}>${m.to}`)) return;
+    if (to?.raw === undefined || this.linkDown(m)) return;
     to.raw.step(m);
+  }
+
+  private linkDown(m: Message): boolean {
+    return this.isolated.has(m.from) || this.isolated.has(m.to) || this.cuts.has(`${m.from}>${m.to}`);
   }
 
   // ---- helpers ---------------------------------------------------------------------------------
