@@ -10,7 +10,18 @@
 
 import { MemoryStorage } from '../memory-storage.js';
 import { RawNode } from '../raw-node.js';
-import type { ConfChange, ConfState, Entry, Message, NodeId, RaftConfig, Ready, Snapshot } from '../types.js';
+import {
+  type ConfChange,
+  type ConfState,
+  type Entry,
+  InvalidConfChangeError,
+  type Message,
+  type NodeId,
+  ProposalDroppedError,
+  type RaftConfig,
+  type Ready,
+  type Snapshot,
+} from '../types.js';
 import type { Block } from './datadriven.js';
 import * as fmt from './format.js';
 
@@ -85,9 +96,9 @@ export class Env {
       this.core(this.up(id), (raw) => raw.readIndex(encoder.encode(ctx)));
     },
     tick: (a) => {
-      a.allow('n');
+      const nodes = this.ids(a, { keys: ['n'] });
       const n = a.int('n', 1);
-      this.forEach(this.ids(a), (node) => this.tick(node, n));
+      this.forEach(nodes, (node) => this.tick(node, n));
     },
     'tick-election': (a) => this.forEach(this.ids(a), (n) => this.tick(n, n.settings.electionTicks)),
     'tick-heartbeat': (a) => this.forEach(this.ids(a), (n) => this.tick(n, n.settings.heartbeatTicks)),
@@ -102,10 +113,10 @@ export class Env {
     stabilize: (a) => this.stabilize(a),
     crash: (a) => this.forEach(this.ids(a), (n) => this.crash(n)),
     restart: (a) => this.forEach(this.ids(a), (n) => this.restart(n)),
-    status: (a) => this.forEach(this.ids(a, true), (n) => this.status(n)),
-    'raft-log': (a) => this.forEach(this.ids(a, true), (n) => this.raftLog(n)),
+    status: (a) => this.forEach(this.ids(a, { all: true }), (n) => this.status(n)),
+    'raft-log': (a) => this.forEach(this.ids(a, { all: true }), (n) => this.raftLog(n)),
     applied: (a) =>
-      this.forEach(this.ids(a, true), (n) =>
+      this.forEach(this.ids(a, { all: true }), (n) =>
         // The state machine is volatile: a node that is down has none.
         this.print(
           n.raw === undefined
@@ -324,9 +335,8 @@ export class Env {
     try {
       return fn(n.raw as RawNode);
     } catch (err) {
-      const e = err as Error;
-      if (e.name === 'ProposalDroppedError' || e.name === 'InvalidConfChangeError') {
-        this.print(`n${n.id}: refused: ${e.message}`);
+      if (err instanceof ProposalDroppedError || err instanceof InvalidConfChangeError) {
+        this.print(`n${n.id}: refused: ${err.message}`);
         return undefined;
       }
       throw err;
@@ -336,10 +346,9 @@ export class Env {
   // ---- Ready handling --------------------------------------------------------------------------
 
   private processReadyCommand(a: Args): void {
-    a.allow('torn');
+    const ids = this.ids(a, { all: true, keys: ['torn'] });
     const torn = a.has('torn') ? a.int('torn', 0) : undefined;
     const explicit = a.positionals().length > 0;
-    const ids = this.ids(a, true);
     if (torn !== undefined && ids.length !== 1) {
       throw new CommandError('process-ready torn=K takes exactly one node');
     }
@@ -356,7 +365,7 @@ export class Env {
     }
   }
 
-  /** Handles one Ready of a node; returns false if the node has none. */
+  /** Handles one Ready of a node that has one (or, with `torn`, persists part of it and crashes). */
   private handleReady(n: TNode, torn?: number): void {
     const raw = n.raw as RawNode;
     const rd = raw.ready();
@@ -466,7 +475,7 @@ export class Env {
 
   /** Handles Readies and delivers messages until nothing moves (only among the given nodes, if any). */
   private stabilize(a: Args): void {
-    const ids = this.ids(a, true).map((n) => n.id);
+    const ids = this.ids(a, { all: true }).map((n) => n.id);
     const inScope = (m: Message): boolean => ids.includes(m.from) && ids.includes(m.to);
     for (let round = 0; round < 1000; round++) {
       let moved = false;
@@ -530,14 +539,14 @@ export class Env {
   }
 
   /**
-   * The nodes a command names: its positional arguments (all but named ones). With `allDefault`,
-   * every node (in id order) when none is named; otherwise at least one is required.
+   * The nodes a command names: its positional arguments. With `all`, every node (in id order) when
+   * none is named; otherwise at least one is required. `keys` are the named arguments it takes.
    */
-  private ids(a: Args, allDefault = false): TNode[] {
-    if (!['tick', 'process-ready'].includes(a.command)) a.allow();
+  private ids(a: Args, opts: { all?: boolean; keys?: string[] } = {}): TNode[] {
+    a.allow(...(opts.keys ?? []));
     const ids = a.positionalIds();
     if (ids.length === 0) {
-      if (!allDefault) throw new CommandError(`${a.command}: name at least one node`);
+      if (!opts.all) throw new CommandError(`${a.command}: name at least one node`);
       return [...this.nodes.values()].sort((x, y) => x.id - y.id);
     }
     return ids.map((id) => this.get(id));

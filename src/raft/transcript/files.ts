@@ -2,7 +2,7 @@
 // never in the core or the Env).
 
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { basename, dirname, join, relative } from 'node:path';
+import { basename, dirname, isAbsolute, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { runTranscript } from './run.js';
 
@@ -30,7 +30,9 @@ export interface FileOutcome {
 
 /** Runs one file; with `rewrite`, writes the actual outputs back when they differ. */
 export function checkFile(path: string, rewrite: boolean): FileOutcome {
-  const shown = relative(process.cwd(), path) || basename(path);
+  const rel = relative(process.cwd(), path);
+  // Paths inside the repository are shown relative to it, others as given.
+  const shown = rel === '' ? basename(path) : rel.startsWith('..') || isAbsolute(rel) ? path : rel;
   const content = readFileSync(path, 'utf8');
   const r = runTranscript(shown, content);
   if (rewrite) {
