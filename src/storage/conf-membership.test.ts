@@ -8,7 +8,7 @@ import { RawNode } from '../raft/raw-node.js';
 import { seededRandom, TestNetwork } from '../raft/test-network.js';
 import type { ConfState, Entry, NodeId } from '../raft/types.js';
 import { DurableStorage } from './durable-storage.js';
-import { StorageUsageError } from './errors.js';
+import { StorageConfigError, StorageUsageError } from './errors.js';
 import type { LockOwner } from './lock-file.js';
 import { MemoryFs } from './memory-fs.js';
 import { ent } from './test-helpers.js';
@@ -52,8 +52,12 @@ function joinEntries(): Entry[] {
       term: 2,
       change: { type: 'addVoter', nodeId: 4, resulting: { voters: [2, 3, 4], learners: [] } },
     },
-    // A conf entry without `resulting` (written before leaders filled it in) stays without it.
-    { type: 'conf', index: 5, term: 2, change: { type: 'addLearner', nodeId: 5 } },
+    {
+      type: 'conf',
+      index: 5,
+      term: 2,
+      change: { type: 'addLearner', nodeId: 5, resulting: { voters: [2, 3, 4], learners: [5] } },
+    },
     ent(6, 2),
   ];
 }
@@ -140,6 +144,43 @@ describe('conf entries keep their resulting membership in the WAL (finding FS-2)
       expect(node.status().role).not.toBe('leader');
     }
     await ds.close();
+  });
+
+  it('a joined member whose log (WAL format 2) holds conf entries without their resulting membership refuses to start', async () => {
+    const procs = new Incarnations();
+    let fs = new MemoryFs();
+    const s = await DurableStorage.open(DIR, { fs, lockOwner: procs.owner() });
+    const old: Entry[] = [
+      ent(1, 1),
+      { type: 'conf', index: 2, term: 1, change: { type: 'addLearner', nodeId: 4 } },
+      { type: 'conf', index: 3, term: 1, change: { type: 'addVoter', nodeId: 4 } },
+    ];
+    await s.save({ entries: old, hardState: { term: 1, vote: 0, commit: 3 } }, { sync: true });
+    await s.close();
+    // Mark the segment as format 2, as a build before format 4 wrote it (same rows otherwise).
+    const [seg] = await fs.readdir(`${DIR}/wal`);
+    const fh = await fs.open(`${DIR}/wal/${seg}`, 'r+');
+    await fh.write(Buffer.from([2]), 7);
+    await fh.datasync();
+    await fh.close();
+    fs = fs.crash({ kind: 'process' });
+    procs.current++;
+    const err = await DurableStorage.open(DIR, { fs, lockOwner: procs.owner() }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(StorageConfigError);
+    expect((err as Error).message).toMatch(
+      /joined a running cluster .* conf entry 2 without the membership it results in .* let the node rejoin/,
+    );
+    // A bootstrap member replays the same entries from its bootstrap membership: that is right.
+    const boot = new MemoryFs();
+    const b = await DurableStorage.open(DIR, {
+      fs: boot,
+      bootstrapConf: { voters: [1, 2, 3], learners: [] },
+    });
+    await b.save({ entries: old, hardState: { term: 1, vote: 0, commit: 3 } }, { sync: true });
+    await b.close();
+    const again = await DurableStorage.open(DIR, { fs: boot });
+    expect(again.storage.entries(1, 4)).toEqual(old);
+    await again.close();
   });
 
   it('a conf entry whose resulting membership is malformed is refused at save, naming the entry', async () => {

@@ -159,6 +159,7 @@ export class DurableStorage {
         }
         const snaps = await SnapshotStore.open(path.join(dir, 'snap'), warn, fs);
         const chosen = await chooseSnapshot(state, snaps, warn);
+        refuseMembershipOfItsOwn(dir, state, chosen !== undefined);
         const mem = buildMemory(state, chosen?.snap, trailing, wal.segmentNames());
         // Keep the newest K snapshots the WAL knows about; a file without a marker was never acknowledged.
         const files = await snaps.list();
@@ -430,6 +431,23 @@ async function chooseSnapshot(
     firstErr.file,
     `${firstErr.detail}; no older valid snapshot that the WAL can bridge, refusing to start ` +
       '(restore this node from a peer: move the data dir aside and rejoin)',
+  );
+}
+
+/**
+ * A node that joined a running cluster (no bootstrap membership) and has no snapshot rebuilds its
+ * membership from its conf entries alone; one without its resulting membership (written before WAL
+ * format 4) would be applied to an empty membership and leave the node a majority of its own
+ * (finding FS-2). Refuse to start rather than run on it.
+ */
+function refuseMembershipOfItsOwn(dir: string, state: WalState, hasSnapshot: boolean): void {
+  if (hasSnapshot || state.tail.bootstrapConf.voters.length > 0) return;
+  const bad = state.entries.find((e) => e.type === 'conf' && e.change.resulting === undefined);
+  if (bad === undefined) return;
+  throw new StorageConfigError(
+    `data dir ${dir}: this node joined a running cluster (no bootstrap membership, no snapshot) and its log ` +
+      `holds conf entry ${bad.index} without the membership it results in (written before WAL format 4); ` +
+      'replaying it would give the node a membership of its own. Move the data directory aside and let the node rejoin.',
   );
 }
 
