@@ -85,3 +85,18 @@ export class OverloadedError extends Error {
     this.name = 'OverloadedError';
   }
 }
+
+/**
+ * `addMember` added the member as a learner but did not promote it: it has not acknowledged the
+ * leader's log up to the commit index of when the promotion was asked for, or it is not answering.
+ * It stays a learner (it holds no vote); start it or repair its link and call `addMember` again,
+ * or remove it.
+ */
+export class MemberNotCaughtUpError extends Error {
+  readonly memberId: number;
+  constructor(memberId: number, detail: string) {
+    super(`member ${memberId} stays a learner: ${detail}`);
+    this.name = 'MemberNotCaughtUpError';
+    this.memberId = memberId;
+  }
+}

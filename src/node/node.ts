@@ -19,6 +19,7 @@ import {
 import { decodeEnvelope, type Envelope, encodeEnvelope, pack, unpack } from './envelope.js';
 import {
   type LeaderHint,
+  MemberNotCaughtUpError,
   NodeStoppedError,
   NotLeaderError,
   OverloadedError,
@@ -95,6 +96,8 @@ export interface FloeNodeOptions<R> {
  * previous process proposed can never be taken for this one (issue 9 item 1).
  */
 interface PendingProposal<R> extends EntryPosition {
+  /** An application/system command in an envelope, or a membership change (a conf entry). */
+  kind: 'envelope' | 'conf';
   /** The envelope's sequence number, checked as well (a mismatch would be a bug, never a result). */
   seq: number;
   resolve(result: R): void;
@@ -159,6 +162,13 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
   private readonly pending = new Map<number, PendingProposal<R>>();
   private readonly reads = new Map<string, PendingRead>();
   private readonly readsAwaitingApply: PendingRead[] = [];
+  /** Checks run whenever replication progress may have moved (waitCaughtUp). */
+  private readonly progressWaiters = new Set<() => void>();
+  /**
+   * The commit index of the last hard state saved. Every entry up to it is in `storage` as it was
+   * committed (it was saved with, or before, that hard state), so its term there is final.
+   */
+  private durableCommit = 0;
   private ticker: unknown;
   private lastTickAt = 0;
   private draining = false;
@@ -201,6 +211,7 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     this.snapshotIndex = snap.metadata.index;
     this.persistedTerm = init.hardState.term;
     this.persistedVote = init.hardState.vote;
+    this.durableCommit = init.hardState.commit;
 
     this.raw = new RawNode(
       {
@@ -246,6 +257,7 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
         return;
       }
     }
+    if (this.progressWaiters.size > 0) this.wakeProgressWaiters();
     this.kick();
   }
 
@@ -287,6 +299,7 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
       this.failStop('tick', err);
       return;
     }
+    if (this.progressWaiters.size > 0) this.wakeProgressWaiters();
     this.kick();
   }
 
@@ -325,14 +338,26 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
       return Promise.reject(this.translateDrop(err));
     }
     this.stats.proposals++;
+    const p = this.awaitEntry(at, 'envelope', seq);
+    this.kick();
+    return p;
+  }
+
+  /**
+   * Waits for the entry this node just appended at `at` as leader: answered by the entry applied
+   * at that index (its result, or ProposalNotCommittedError when another term's entry is there),
+   * or with outcome unknown when this node loses the term, stops, or the timeout passes.
+   */
+  private awaitEntry(at: EntryPosition, kind: PendingProposal<R>['kind'], seq: number): Promise<unknown> {
     // An earlier proposal at this index lost its slot (this node lost the term and leads again
     // before the loss was noticed): its entry was replaced, so it never commits.
     const stale = this.pending.get(at.index);
     if (stale) this.settle(stale, new ProposalNotCommittedError(stale.term, stale.index, at.term));
-    const p = new Promise<unknown>((resolve, reject) => {
+    return new Promise<unknown>((resolve, reject) => {
       const entry: PendingProposal<R> = {
         term: at.term,
         index: at.index,
+        kind,
         seq,
         resolve: resolve as (r: R) => void,
         reject,
@@ -343,8 +368,6 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
       }, this.opts.proposalTimeoutMs);
       this.pending.set(at.index, entry);
     });
-    this.kick();
-    return p;
   }
 
   /** Answers a waiting proposal once: with its result, or with an error. */
@@ -419,86 +442,145 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     await this.proposeConf({ type: 'remove', nodeId: id });
   }
 
-  /** Resolves when the learner's replicated log is within `slack` entries of the leader's. */
-  async waitCaughtUp(id: NodeId, timeoutMs = 30_000, slack = 100): Promise<void> {
-    const deadline = this.clock.monotonicMs() + timeoutMs;
-    while (this.clock.monotonicMs() < deadline) {
-      if (this.stoppedReason) throw new NodeStoppedError(this.stoppedReason);
-      const st = this.raw.status();
-      if (st.role !== 'leader') throw new NotLeaderError(this.id, this.leaderHint());
-      const pr = st.progress?.[id];
-      if (pr && pr.match + slack >= st.lastIndex) return;
-      await new Promise<void>((r) => {
-        const wake = () => {
-          this.off('applied', wake);
-          this.off('stopped', wake);
-          r();
-        };
-        this.on('applied', wake);
-        this.on('stopped', wake);
-      });
-    }
-    throw new Error(`member ${id} did not catch up within ${timeoutMs} ms`);
+  /**
+   * Resolves once the learner `id` may be promoted without weakening the cluster (FS-3): it has
+   * acknowledged the leader's log up to the commit index as of this call (so it holds everything
+   * acknowledged to clients before the promotion), it answered the leader recently, and it is
+   * within `slack` entries of the leader's last index (on a long, busy log the tail may still be
+   * on its way). Matching within a slack alone is not enough: while the log is shorter than the
+   * slack, a learner that has acknowledged nothing (even one not running) would pass.
+   * Rejects with MemberNotCaughtUpError after `timeoutMs`, NotLeaderError if this node stops leading.
+   */
+  waitCaughtUp(id: NodeId, timeoutMs = 30_000, slack = 100): Promise<void> {
+    if (this.stoppedReason) return Promise.reject(new NodeStoppedError(this.stoppedReason));
+    if (this.raw.role !== 'leader') return Promise.reject(new NotLeaderError(this.id, this.leaderHint()));
+    const target = this.raw.status().commit;
+    return new Promise<void>((resolve, reject) => {
+      const done = (err?: Error) => {
+        this.progressWaiters.delete(check);
+        this.timers.clearTimeout(timer);
+        if (err) reject(err);
+        else resolve();
+      };
+      const check = () => {
+        if (this.stoppedReason) return done(new NodeStoppedError(this.stoppedReason));
+        const st = this.raw.status();
+        if (st.role !== 'leader') return done(new NotLeaderError(this.id, this.leaderHint()));
+        const pr = st.progress?.[id];
+        if (pr?.recentActive && pr.match >= target && pr.match + slack >= st.lastIndex) done();
+      };
+      const timer = this.timers.setTimeout(() => {
+        const pr = this.raw.status().progress?.[id];
+        done(
+          new MemberNotCaughtUpError(
+            id,
+            `within ${timeoutMs} ms it did not acknowledge the log up to the leader's commit index ${target} ` +
+              `(match ${pr?.match ?? 0}${pr && !pr.recentActive ? ', not answering' : ''}); start it or repair its ` +
+              'link and add it again, or remove it',
+          ),
+        );
+      }, timeoutMs);
+      this.progressWaiters.add(check);
+      check();
+    });
   }
 
-  /** Adds a member the safe way: as a learner first, promoted once its log has caught up. */
+  /** Runs the catch-up checks: after every message stepped, tick and Ready handled. */
+  private wakeProgressWaiters(): void {
+    for (const check of [...this.progressWaiters]) check();
+  }
+
+  /**
+   * Adds a member the safe way: as a learner first, promoted once its log has caught up (see
+   * `waitCaughtUp`). Calling it again for a member that is still a learner resumes at the wait.
+   */
   async addMember(info: MemberInfo, timeoutMs = 30_000): Promise<void> {
-    await this.addLearner(info);
+    if (this.conf.voters.includes(info.id)) throw new InvalidConfChangeError(`${info.id} is already a voter`);
+    if (!this.conf.learners.includes(info.id)) await this.addLearner(info);
     await this.waitCaughtUp(info.id, timeoutMs);
     await this.promote(info.id);
   }
 
+  /**
+   * Proposes a membership change; resolves once this node applies its entry. It is answered like
+   * any proposal (awaitEntry): a leader that loses its term fails it at once, outcome unknown.
+   */
   private proposeConf(cc: ConfChange): Promise<void> {
     if (this.stoppedReason) return Promise.reject(new NodeStoppedError(this.stoppedReason));
+    if (this.pending.size >= this.opts.maxPendingProposals) {
+      return Promise.reject(new OverloadedError(this.opts.maxPendingProposals));
+    }
     try {
       this.raw.proposeConfChange(cc);
     } catch (err) {
       return Promise.reject(this.translateDrop(err));
     }
+    // The core appended the entry last, in its current term.
+    const at = { term: this.raw.term, index: this.raw.status().lastIndex };
+    const p = this.awaitEntry(at, 'conf', 0) as Promise<void>;
     this.kick();
-    // The change is done when this node applies it (we see the new membership).
-    return new Promise<void>((resolve, reject) => {
-      const done = () => {
-        this.timers.clearTimeout(timer);
-        this.off('applied', check);
-        this.off('stopped', onStopped);
-      };
-      const timer = this.timers.setTimeout(() => {
-        done();
-        reject(new ProposalTimeoutError(this.opts.proposalTimeoutMs));
-      }, this.opts.proposalTimeoutMs);
-      const check = () => {
-        const inVoters = this.conf.voters.includes(cc.nodeId);
-        const inLearners = this.conf.learners.includes(cc.nodeId);
-        if (
-          (cc.type === 'addLearner' && inLearners) ||
-          (cc.type === 'addVoter' && inVoters) ||
-          (cc.type === 'remove' && !inVoters && !inLearners)
-        ) {
-          done();
-          resolve();
-        }
-      };
-      const onStopped = (reason: string) => {
-        done();
-        reject(
-          new ProposalOutcomeUnknownError(
-            'stopped',
-            `node ${this.id} stopped (${reason}) before the ${cc.type} of ${cc.nodeId} was applied`,
-          ),
-        );
-      };
-      this.on('applied', check);
-      this.on('stopped', onStopped);
-    });
+    return p.then(() => undefined);
   }
 
-  /** Asks the leader (this node) to hand leadership to `to`; resolves when `to` leads. */
-  async transferLeadership(to: NodeId, timeoutMs = 5_000): Promise<void> {
-    if (this.role !== 'leader') throw new NotLeaderError(this.id, this.leaderHint());
-    this.raw.transferLeadership(to);
+  /**
+   * Asks the leader (this node) to hand leadership to `to`; resolves when `to` leads. Fails with
+   * ProposalOutcomeUnknownError: `leadershipLost` as soon as it is clear the transfer did not
+   * happen (this node stepped down in its own term, or another node leads); `timeout` after
+   * `timeoutMs`; `stopped` if this node stops. While an election of a later term is under way
+   * with no leader known yet (the transferee campaigning), it waits for that election's result.
+   */
+  transferLeadership(to: NodeId, timeoutMs = 5_000): Promise<void> {
+    if (this.stoppedReason) return Promise.reject(new NodeStoppedError(this.stoppedReason));
+    if (this.role !== 'leader') return Promise.reject(new NotLeaderError(this.id, this.leaderHint()));
+    const term = this.raw.term;
+    try {
+      this.raw.transferLeadership(to);
+    } catch (err) {
+      return Promise.reject(this.translateDrop(err));
+    }
     this.kick();
-    await this.waitFor(() => this.lead === to, timeoutMs, `leadership did not move to ${to}`);
+    if (this.lead === to) return Promise.resolve();
+    return new Promise<void>((resolve, reject) => {
+      const done = (err?: Error) => {
+        this.timers.clearTimeout(timer);
+        this.off('role', onRole);
+        this.off('stopped', onStopped);
+        if (err) reject(err);
+        else resolve();
+      };
+      const onRole = () => {
+        if (this.lead === to) return done();
+        if (this.role === 'leader' && this.raw.term === term) return; // still ours: transfer under way
+        if (this.lead !== NONE || this.raw.term === term) {
+          const now = this.lead === NONE ? 'no leader is known' : `node ${this.lead} leads`;
+          done(
+            new ProposalOutcomeUnknownError(
+              'leadershipLost',
+              `node ${this.id} lost the leadership of term ${term} before it moved to node ${to} (${now}, term ${this.raw.term})`,
+            ),
+          );
+        }
+      };
+      const onStopped = (reason: string) =>
+        done(
+          new ProposalOutcomeUnknownError(
+            'stopped',
+            `node ${this.id} stopped (${reason}) before leadership moved to node ${to}`,
+          ),
+        );
+      const timer = this.timers.setTimeout(
+        () =>
+          done(
+            new ProposalOutcomeUnknownError(
+              'timeout',
+              `leadership did not move to node ${to} within ${timeoutMs} ms`,
+            ),
+          ),
+        timeoutMs,
+      );
+      this.on('role', onRole);
+      this.on('stopped', onStopped);
+    });
   }
 
   private waitFor(pred: () => boolean, timeoutMs: number, what: string): Promise<void> {
@@ -597,6 +679,7 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     }
     this.reads.clear();
     this.readsAwaitingApply.length = 0;
+    this.wakeProgressWaiters();
     this.emit('stopped', reason);
   }
 
@@ -701,6 +784,7 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     if (rd.hardState) {
       this.persistedTerm = rd.hardState.term;
       this.persistedVote = rd.hardState.vote;
+      this.durableCommit = Math.max(this.durableCommit, rd.hardState.commit);
     }
     if (this.stoppedReason) return;
     // 2. send
@@ -737,6 +821,7 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     }
     this.releaseReads();
     this.raw.advance(rd);
+    if (this.progressWaiters.size > 0) this.wakeProgressWaiters();
     if (rd.committedEntries.length > 0) this.emit('applied', this.applied);
     // 4. snapshot every N entries (in the background; the log keeps a trailing window)
     if (!this.snapshotting && this.applied - this.snapshotIndex >= this.opts.snapshotEvery) {
@@ -787,7 +872,11 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     if (e.term !== p.term) return new ProposalNotCommittedError(p.term, p.index, e.term);
     // Same (term, index) is the same entry (Log Matching), so this is a bug if it ever happens;
     // the caller gets an error, never another entry's result.
-    if (env === undefined || env.origin !== this.id || env.seq !== p.seq) {
+    const mine =
+      p.kind === 'conf'
+        ? e.type === 'conf'
+        : env !== undefined && env.origin === this.id && env.seq === p.seq;
+    if (!mine) {
       const err = new Error(
         `internal error: entry ${e.index} (term ${e.term}) is not the proposal this node made there`,
       );
@@ -829,20 +918,40 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
    * Proposals made in a term this node no longer leads may still commit (under the next leader)
    * or may not: say so at once instead of letting them wait out their timeout. Proposals are kept
    * in the order they were made, so their terms never decrease along the map.
+   * Where this node already knows the answer it gives it instead: an index it holds as committed
+   * with another term's entry is ProposalNotCommittedError (nothing was applied, retrying is
+   * safe); one committed with the proposal's own entry stays pending and is answered with its
+   * result when applied.
    */
   private failPendingOutsideTerm(): void {
     if (this.pending.size === 0) return;
     const leading = this.raw.role === 'leader';
     const term = this.raw.term;
-    for (const p of this.pending.values()) {
+    for (const p of [...this.pending.values()]) {
       if (leading && p.term === term) break;
+      const committedTerm = this.durableTermAt(p.index);
+      if (committedTerm === p.term) continue;
       this.settle(
         p,
-        new ProposalOutcomeUnknownError(
-          'leadershipLost',
-          `node ${this.id} is no longer the leader of term ${p.term} and entry ${p.index} is not yet committed`,
-        ),
+        committedTerm !== undefined
+          ? new ProposalNotCommittedError(p.term, p.index, committedTerm)
+          : new ProposalOutcomeUnknownError(
+              'leadershipLost',
+              `node ${this.id} is no longer the leader of term ${p.term} and entry ${p.index} is not yet committed`,
+            ),
       );
+    }
+  }
+
+  /** The term of the committed entry at `index`, if this node has it durably; else undefined. */
+  private durableTermAt(index: number): number | undefined {
+    if (index > this.durableCommit) return undefined;
+    const st = this.storage.storage;
+    if (index < st.firstIndex() || index > st.lastIndex()) return undefined;
+    try {
+      return st.term(index);
+    } catch {
+      return undefined; // compacted meanwhile: the snapshot path answers it
     }
   }
 
