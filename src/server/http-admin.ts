@@ -1,17 +1,12 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import { Counter, collectDefaultMetrics, Gauge, Registry } from 'prom-client';
-import {
-  NodeStoppedError,
-  NotLeaderError,
-  OverloadedError,
-  ProposalTimeoutError,
-  ReadTimeoutError,
-} from '../node/errors.js';
+import { NotLeaderError } from '../node/errors.js';
 import type { FloeNode } from '../node/node.js';
 import { encodeKvCommand, type KvResult, type KvStateMachine } from '../state/kv-state-machine.js';
 import type { FloeServices } from './floe-services.js';
 import { registerFloeApi } from './http-api.js';
+import { type ErrorBody, sendHttpError } from './http-errors.js';
 
 export interface HttpAdminOptions {
   node: FloeNode<unknown>;
@@ -27,12 +22,7 @@ export interface HttpAdminOptions {
   logger?: boolean;
 }
 
-/** Every error reply has the same shape: a stable machine-readable code and a sentence for people. */
-export interface ErrorBody {
-  error: string;
-  message: string;
-  leader?: { id: number; httpAddr?: string };
-}
+export type { ErrorBody };
 
 /**
  * The HTTP listener every node runs: cluster status, health, Prometheus metrics, membership
@@ -47,24 +37,7 @@ export async function startHttpAdmin(opts: HttpAdminOptions): Promise<FastifyIns
   const app = Fastify({ logger: opts.logger ?? false, bodyLimit: opts.bodyLimit ?? 128 * 1024 });
   const registry = buildMetrics(node);
 
-  const fail = (reply: FastifyReply, err: unknown, path: string): FastifyReply => {
-    if (err instanceof NotLeaderError) {
-      const body: ErrorBody = { error: 'not_leader', message: err.message };
-      if (err.leader) body.leader = { id: err.leader.id, httpAddr: err.leader.httpAddr };
-      if (err.leader?.httpAddr) {
-        return reply.code(307).header('location', `http://${err.leader.httpAddr}${path}`).send(body);
-      }
-      return reply.code(503).send(body);
-    }
-    if (err instanceof ProposalTimeoutError || err instanceof ReadTimeoutError)
-      return reply.code(504).send({ error: 'timeout', message: err.message });
-    if (err instanceof OverloadedError)
-      return reply.code(429).send({ error: 'overloaded', message: err.message });
-    if (err instanceof NodeStoppedError)
-      return reply.code(503).send({ error: 'stopped', message: err.message });
-    const message = err instanceof Error ? err.message : String(err);
-    return reply.code(500).send({ error: 'internal', message });
-  };
+  const fail = sendHttpError;
 
   const kvReply = (reply: FastifyReply, r: KvResult): FastifyReply => {
     if (r.ok) return reply.send(r);

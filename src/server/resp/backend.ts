@@ -13,7 +13,9 @@
  *
  * Errors: reject with `BackendError` to choose the reply's code; any other error becomes `-ERR <message>`, except
  * errors named like the node runtime's: `NotLeaderError` → `-MOVED <slot> <leader>` (or `-CLUSTERDOWN` with no
- * leader address), `OverloadedError` and `ReadTimeoutError` → `-TRYAGAIN`, `NodeStoppedError` → `-CLUSTERDOWN`.
+ * leader address), `OverloadedError` and `ReadTimeoutError` → `-TRYAGAIN`, `NodeStoppedError` → `-CLUSTERDOWN`,
+ * `ProposalOutcomeUnknownError` / `ProposalTimeoutError` → `-TRYAGAIN outcome unknown: <reason>` (the write may or
+ * may not have been applied), `ProposalNotCommittedError` → `-TRYAGAIN not committed, retry` (it was not applied).
  */
 export interface RespBackend {
   /** This Floe member's id (Raft node id, > 0). */

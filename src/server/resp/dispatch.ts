@@ -100,6 +100,16 @@ export function toRespError(server: ServerState, err: unknown, key: Buffer | und
     case 'OverloadedError':
     case 'ReadTimeoutError':
       return new RespError(`TRYAGAIN ${message}`);
+    // A write the node cannot tell about (it may still be applied): the stable prefix is
+    // `TRYAGAIN outcome unknown:`, then the reason. Retry only idempotently (same REQID / token).
+    case 'ProposalOutcomeUnknownError':
+    case 'ProposalTimeoutError': {
+      const reason = (err as { reason?: unknown }).reason;
+      return new RespError(`TRYAGAIN outcome unknown: ${typeof reason === 'string' ? reason : 'timeout'}`);
+    }
+    // Definitely not applied (another entry committed at its index): retrying is always safe.
+    case 'ProposalNotCommittedError':
+      return new RespError('TRYAGAIN not committed, retry');
     case 'NodeStoppedError':
       return new RespError(`CLUSTERDOWN ${message}`);
   }

@@ -1,0 +1,82 @@
+// How the HTTP API answers the node runtime's errors. One function, used by every route (the admin
+// routes, the lease and user API, and any app built on them), so a code means the same thing
+// everywhere. The table is in docs/http-errors.md.
+import type { FastifyReply } from 'fastify';
+import {
+  MemberNotCaughtUpError,
+  NodeStoppedError,
+  NotLeaderError,
+  OverloadedError,
+  ProposalNotCommittedError,
+  ProposalOutcomeUnknownError,
+  ReadTimeoutError,
+} from '../node/errors.js';
+import { InvalidConfChangeError } from '../raft/types.js';
+
+/** Every error reply has the same shape: a stable machine-readable code and a sentence for people. */
+export interface ErrorBody {
+  error: string;
+  message: string;
+  /** `outcome_unknown` only: why the node cannot tell (leadershipLost, stopped, snapshot, timeout). */
+  reason?: string;
+  leader?: { id: number; httpAddr?: string };
+}
+
+/** Seconds a client should wait before retrying a write that was definitely not applied. */
+export const NOT_COMMITTED_RETRY_AFTER_S = 1;
+
+/**
+ * What retrying a write whose outcome is unknown does, for the route it was sent to. Lease calls
+ * are idempotent with the same requestId (acquire) or token (renew, release); others are not all.
+ */
+export function retryAdvice(path: string): string {
+  const p = path.split('?')[0] ?? '';
+  if (/\/workers\/acquire$/.test(p))
+    return 'retry with the same requestId (and incarnation): a retry returns the same lease if it was granted';
+  if (/\/workers\/\d+\/(renew|release)$/.test(p)) return 'retrying with the same token is safe';
+  if (/^\/v1\/counters\/[^/]+\/incr$/.test(p) || /^\/v1\/kv\/[^/]+\/cas$/.test(p))
+    return 'a retry may apply it a second time: read the current value first';
+  return 'retry only if applying it twice is harmless, or read the state first';
+}
+
+/**
+ * Sends the reply for an error thrown while serving `path`. Anything not listed is a 500 `internal`
+ * (a bug or an unexpected failure; the message says what).
+ */
+export function sendHttpError(reply: FastifyReply, err: unknown, path: string): FastifyReply {
+  if (err instanceof NotLeaderError) {
+    const body: ErrorBody = { error: 'not_leader', message: err.message };
+    if (err.leader) body.leader = { id: err.leader.id, httpAddr: err.leader.httpAddr };
+    if (err.leader?.httpAddr) {
+      return reply.code(307).header('location', `http://${err.leader.httpAddr}${path}`).send(body);
+    }
+    return reply.code(503).send(body);
+  }
+  // Before ReadTimeoutError: a write's timeout (ProposalTimeoutError) is an unknown outcome.
+  if (err instanceof ProposalOutcomeUnknownError) {
+    const body: ErrorBody = {
+      error: 'outcome_unknown',
+      reason: err.reason,
+      message: `the write may or may not have been applied (${err.message}); ${retryAdvice(path)}`,
+    };
+    return reply.code(504).send(body);
+  }
+  if (err instanceof ProposalNotCommittedError) {
+    return reply
+      .code(503)
+      .header('retry-after', String(NOT_COMMITTED_RETRY_AFTER_S))
+      .send({ error: 'not_committed', message: `the write was not applied (${err.message})` });
+  }
+  if (err instanceof ReadTimeoutError)
+    return reply.code(504).send({ error: 'timeout', message: err.message });
+  if (err instanceof OverloadedError)
+    return reply.code(429).send({ error: 'overloaded', message: err.message });
+  if (err instanceof NodeStoppedError)
+    return reply.code(503).send({ error: 'stopped', message: err.message });
+  if (err instanceof MemberNotCaughtUpError)
+    return reply.code(504).send({ error: 'not_caught_up', message: err.message });
+  if (err instanceof InvalidConfChangeError)
+    return reply.code(409).send({ error: 'invalid_membership_change', message: err.message });
+  const message = err instanceof Error ? err.message : String(err);
+  return reply.code(500).send({ error: 'internal', message });
+}
