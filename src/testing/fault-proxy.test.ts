@@ -357,7 +357,9 @@ describe('FaultProxy.close', () => {
     await late.closed;
     expect(late.data.length).toBe(0);
     await echo.close();
-    expect(await handles()).toBe(baseline);
+    // At most the baseline: a timer of unrelated code that was armed at the baseline may have
+    // fired since (CI saw 1 -> 0); a leak by the proxy can only add handles.
+    expect(await handles()).toBeLessThanOrEqual(baseline);
     echo = await startEcho(); // for afterEach
   });
 });
