@@ -83,6 +83,17 @@ describe('FloeClient: finding the leader and retrying', () => {
     expect(new Set(s.cluster.requests.map((r) => r.host)).size).toBeGreaterThan(1);
   });
 
+  it('retries 503 not_committed (index taken by another leader) and 504 outcome_unknown with the same requestId', async () => {
+    const s = setup();
+    s.cluster.faults.push('notCommitted503', 'outcomeUnknown504');
+    const l = await lease(s);
+    expect(l.token).toBe(10);
+    const acquires = s.cluster.requests.filter((r) => r.path.endsWith('/acquire'));
+    expect(acquires.length).toBeGreaterThanOrEqual(3);
+    expect(new Set(acquires.map((r) => r.body.requestId)).size).toBe(1);
+    expect(s.cluster.nextToken).toBe(11);
+  });
+
   it('gives up with FloeUnavailableError after the acquire budget, and reports final errors at once', async () => {
     const s = setup();
     s.cluster.leader = undefined;

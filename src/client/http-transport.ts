@@ -45,7 +45,17 @@ export interface CallResult<T> {
   endpoint: string;
 }
 
-const RETRYABLE_CODES = new Set(['not_leader', 'timeout', 'overloaded', 'stopped', 'internal']);
+// not_committed: the proposal's index went to another leader's entry, so it did not happen (docs/http-errors.md).
+const RETRYABLE_CODES = new Set([
+  'not_leader',
+  'timeout',
+  'overloaded',
+  'stopped',
+  'internal',
+  'not_committed',
+]);
+/** A server's Retry-After is honoured up to this: a new leader is usually ready well within it. */
+const MAX_RETRY_AFTER_MS = 1000;
 const MAX_REDIRECTS_IN_A_ROW = 5;
 
 /**
@@ -53,8 +63,9 @@ const MAX_REDIRECTS_IN_A_ROW = 5;
  *
  * - Followers answer writes with 307 and `{error: 'not_leader', leader: {httpAddr}}`. Redirects are never followed by
  *   `fetch` itself (it drops `Authorization` across origins): the transport goes to `leader.httpAddr` (or `Location`).
- * - 503 `not_leader` (no leader known), 504 `timeout` (outcome unknown), 429, network errors and per-attempt
- *   timeouts: try the next endpoint after a jittered backoff, until the call's budget is spent.
+ * - 503 `not_leader` (no leader known), 503 `not_committed`, 504 (`timeout`, `outcome_unknown`), 429, network errors
+ *   and per-attempt timeouts: try the next endpoint after a jittered backoff (at least the server's Retry-After, up to
+ *   1 s), until the call's budget is spent.
  *   Every lease call is safe to repeat: acquire carries the same `requestId`, renew/release the same token.
  * - Anything else that is not 2xx is final: `FloeRequestError` with the server's code.
  */
@@ -89,6 +100,7 @@ export class HttpTransport {
       const sentAtMono = this.o.monotonic();
       const sentAtWall = this.o.wall();
       let retryAt: string | undefined;
+      let retryAfterMs = 0;
       try {
         const res = await this.o.fetch(`${endpoint}${path}`, {
           method: 'POST',
@@ -124,6 +136,7 @@ export class HttpTransport {
           res.status === 504 ||
           (res.status >= 500 && RETRYABLE_CODES.has(code))
         ) {
+          retryAfterMs = retryAfter(res.headers.get('retry-after'));
           lastError = new FloeRequestError(res.status, code, message, path);
         } else {
           throw new FloeRequestError(res.status, code, message, path);
@@ -140,7 +153,10 @@ export class HttpTransport {
       this.leader = undefined;
       const elapsed = this.o.monotonic() - started;
       if (elapsed >= call.budgetMs) throw new FloeUnavailableError(path, attempts, lastError);
-      const wait = Math.min(backoff * (0.5 + this.o.random()), call.budgetMs - elapsed);
+      const wait = Math.min(
+        Math.max(backoff * (0.5 + this.o.random()), retryAfterMs),
+        call.budgetMs - elapsed,
+      );
       backoff = Math.min(backoff * 2, 1000);
       await this.o.sleep(wait);
     }
@@ -155,6 +171,12 @@ export class HttpTransport {
 
 function isRetryable(e: FloeRequestError): boolean {
   return e.status === 429 || e.status === 504 || (e.status >= 500 && RETRYABLE_CODES.has(e.serverCode));
+}
+
+/** Retry-After in seconds (the only form Floe sends), capped; anything else counts as absent. */
+function retryAfter(header: string | null): number {
+  if (header === null || !/^\d+$/.test(header.trim())) return 0;
+  return Math.min(Number(header.trim()) * 1000, MAX_RETRY_AFTER_MS);
 }
 
 function normalise(endpoint: string): string {

@@ -33,7 +33,13 @@ interface FakeLease {
   highWaterAtGrant: number;
 }
 
-type Fault = 'network' | 'timeout504' | 'applyThenDrop' | 'noLeader503';
+type Fault =
+  | 'network'
+  | 'timeout504'
+  | 'applyThenDrop'
+  | 'noLeader503'
+  | 'notCommitted503'
+  | 'outcomeUnknown504';
 
 /**
  * A fake cluster: `hosts` are node addresses; `leader` is the one that answers writes, the others answer 307 with
@@ -75,6 +81,13 @@ export class FakeCluster {
         `http://${this.leader}${u.pathname}`,
       );
     if (fault === 'timeout504') return reply(504, { error: 'timeout', message: 'proposal timed out' });
+    // What a node answers when the proposal's index committed with another leader's entry (docs/http-errors.md).
+    if (fault === 'notCommitted503')
+      return reply(503, { error: 'not_committed', message: 'not committed, retry' }, undefined, {
+        'retry-after': '1',
+      });
+    if (fault === 'outcomeUnknown504')
+      return reply(504, { error: 'outcome_unknown', message: 'outcome unknown: leadership lost' });
     const res = this.handle(u.pathname, body);
     if (fault === 'applyThenDrop') throw new TypeError('fetch failed (fake: applied, answer lost)');
     return res;
@@ -201,11 +214,19 @@ export class FakeCluster {
   }
 }
 
-function reply(status: number, body: unknown, location?: string): FetchResponseLike {
+function reply(
+  status: number,
+  body: unknown,
+  location?: string,
+  extraHeaders: Record<string, string> = {},
+): FetchResponseLike {
   const text = JSON.stringify(body);
   return {
     status,
-    headers: { get: (n: string) => (n.toLowerCase() === 'location' ? (location ?? null) : null) },
+    headers: {
+      get: (n: string) =>
+        n.toLowerCase() === 'location' ? (location ?? null) : (extraHeaders[n.toLowerCase()] ?? null),
+    },
     text: async () => text,
   };
 }
