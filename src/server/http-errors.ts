@@ -11,7 +11,7 @@ import {
   ProposalOutcomeUnknownError,
   ReadTimeoutError,
 } from '../node/errors.js';
-import { InvalidConfChangeError } from '../raft/types.js';
+import { InvalidConfChangeError, ProposalDroppedError } from '../raft/types.js';
 
 /** Every error reply has the same shape: a stable machine-readable code and a sentence for people. */
 export interface ErrorBody {
@@ -77,6 +77,28 @@ export function sendHttpError(reply: FastifyReply, err: unknown, path: string): 
     return reply.code(504).send({ error: 'not_caught_up', message: err.message });
   if (err instanceof InvalidConfChangeError)
     return reply.code(409).send({ error: 'invalid_membership_change', message: err.message });
+  // The core refused to append the proposal, so it was certainly not applied.
+  if (err instanceof ProposalDroppedError) {
+    if (err.reason === 'transferring')
+      return reply
+        .code(503)
+        .header('retry-after', String(NOT_COMMITTED_RETRY_AFTER_S))
+        .send({
+          error: 'not_committed',
+          message: `the write was not applied (leadership transfer in progress)`,
+        });
+    if (err.reason === 'tooMuchUncommitted')
+      return reply
+        .code(429)
+        .send({ error: 'overloaded', message: 'too much uncommitted log; retry shortly' });
+    if (err.reason === 'confChangePending')
+      return reply
+        .code(409)
+        .send({
+          error: 'conf_change_pending',
+          message: 'another membership change is in progress; retry when it ends',
+        });
+  }
   const message = err instanceof Error ? err.message : String(err);
   return reply.code(500).send({ error: 'internal', message });
 }

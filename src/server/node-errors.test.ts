@@ -17,6 +17,7 @@ import {
 } from '../node/errors.js';
 import { MemoryNetwork, MemoryNodeStorage } from '../node/memory-seams.js';
 import { FloeNode } from '../node/node.js';
+import { ProposalDroppedError } from '../raft/types.js';
 import { FloeStateMachine } from '../state/floe-state-machine.js';
 import { respBackendOf } from './floe-services.js';
 import { startHttpAdmin } from './http-admin.js';
@@ -88,6 +89,21 @@ describe('sendHttpError', () => {
       body: { error: 'not_caught_up' },
     });
     expect(await replyFor(new Error('boom'))).toMatchObject({ status: 500, body: { error: 'internal' } });
+  });
+
+  it("maps the core's refusals: transferring 503 not_committed, tooMuchUncommitted 429, confChangePending 409", async () => {
+    const transferring = await replyFor(new ProposalDroppedError('transferring', 2));
+    expect(transferring).toMatchObject({ status: 503, body: { error: 'not_committed' } });
+    expect(transferring.headers['retry-after']).toBe('1');
+    expect(String(transferring.body.message)).toMatch(/leadership transfer/);
+    expect(await replyFor(new ProposalDroppedError('tooMuchUncommitted', 1))).toMatchObject({
+      status: 429,
+      body: { error: 'overloaded' },
+    });
+    expect(await replyFor(new ProposalDroppedError('confChangePending', 1))).toMatchObject({
+      status: 409,
+      body: { error: 'conf_change_pending' },
+    });
   });
 });
 
@@ -163,14 +179,22 @@ describe('node proposal errors through the real routes', () => {
 
   it('RESP WORKER.ACQUIRE: -TRYAGAIN outcome unknown: <reason> and -TRYAGAIN not committed, retry', async () => {
     const { raw, failNext } = await singleNode();
-    failNext.push(unknown('leadershipLost'), new ProposalTimeoutError(5000), notCommitted());
+    failNext.push(
+      unknown('leadershipLost'),
+      new ProposalTimeoutError(5000),
+      notCommitted(),
+      new ProposalDroppedError('transferring', 1),
+      new ProposalDroppedError('tooMuchUncommitted', 1),
+    );
     const replies = [];
-    for (let i = 0; i < 3; i++)
+    for (let i = 0; i < 5; i++)
       replies.push(await raw.call('WORKER.ACQUIRE', 'orders', 'svc-2', 'REQID', 'r'));
     expect(replies.map((r) => (r as RespErr).message)).toEqual([
       'TRYAGAIN outcome unknown: leadershipLost',
       'TRYAGAIN outcome unknown: timeout',
       'TRYAGAIN not committed, retry',
+      'TRYAGAIN not committed, retry (leadership transfer in progress)',
+      'TRYAGAIN overloaded: too much uncommitted log',
     ]);
     const ok = await raw.call('WORKER.ACQUIRE', 'orders', 'svc-2', 'REQID', 'r');
     expect(ok).not.toBeInstanceOf(RespErr);

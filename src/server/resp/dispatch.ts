@@ -112,6 +112,17 @@ export function toRespError(server: ServerState, err: unknown, key: Buffer | und
       return new RespError('TRYAGAIN not committed, retry');
     case 'NodeStoppedError':
       return new RespError(`CLUSTERDOWN ${message}`);
+    // The core refused to append it: certainly not applied.
+    case 'ProposalDroppedError': {
+      const reason = (err as { reason?: unknown }).reason;
+      if (reason === 'transferring')
+        return new RespError('TRYAGAIN not committed, retry (leadership transfer in progress)');
+      if (reason === 'tooMuchUncommitted')
+        return new RespError('TRYAGAIN overloaded: too much uncommitted log');
+      if (reason === 'confChangePending')
+        return new RespError('ERR another membership change is in progress; retry when it ends');
+      break;
+    }
   }
   server.logger.warn({ err }, 'RESP command failed with an unclassified error');
   return new RespError(`ERR ${message}`);
