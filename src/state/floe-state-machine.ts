@@ -3,16 +3,18 @@ import type { ApplyContext, StateMachine } from '../node/state-machine.js';
 import { AUTH_NAMESPACE, AuthStateMachine } from './auth/index.js';
 import { type KvResult, KvStateMachine } from './kv-state-machine.js';
 import { LEASE_NAMESPACE, LeaseStateMachine } from './leases/index.js';
+import { SEQUENCE_NAMESPACE, SequenceStateMachine } from './sequences/index.js';
 
 /**
  * Floe's replicated state: one log, several sections. A command's msgpack map names its section
- * with `ns` ('lease', 'auth'); commands without one are key-value/counter commands. Each section
+ * with `ns` ('lease', 'auth', 'seq'); commands without one are key-value/counter commands. Each section
  * snapshots and restores itself; the composite snapshot holds all of them.
  */
 export class FloeStateMachine implements StateMachine<unknown> {
   readonly kv = new KvStateMachine();
   readonly leases = new LeaseStateMachine();
   readonly auth = new AuthStateMachine();
+  readonly sequences = new SequenceStateMachine();
 
   apply(command: Uint8Array, ctx: ApplyContext): unknown {
     let value: unknown;
@@ -24,18 +26,28 @@ export class FloeStateMachine implements StateMachine<unknown> {
     const ns = (value as { ns?: unknown } | null)?.ns;
     if (ns === LEASE_NAMESPACE) return this.leases.applyUnpacked(value, ctx);
     if (ns === AUTH_NAMESPACE) return this.auth.applyUnpacked(value, ctx);
+    if (ns === SEQUENCE_NAMESPACE) return this.sequences.applyUnpacked(value, ctx);
     return this.kv.apply(command, ctx);
   }
 
   snapshot(): Uint8Array {
-    return pack({ v: 1, kv: this.kv.snapshot(), leases: this.leases.snapshot(), auth: this.auth.snapshot() });
+    const base = { kv: this.kv.snapshot(), leases: this.leases.snapshot(), auth: this.auth.snapshot() };
+    // Without sequences the snapshot stays version 1, byte for byte (older nodes read it; seeds replay).
+    if (this.sequences.size === 0 && !this.sequences.hasTombstones) return pack({ v: 1, ...base });
+    return pack({ v: 2, ...base, seqs: this.sequences.snapshot() });
   }
 
   restore(data: Uint8Array): void {
-    const s = unpack<{ v: number; kv: Uint8Array; leases: Uint8Array; auth: Uint8Array }>(data);
-    if (s.v !== 1) throw new Error(`snapshot format ${s.v} is not supported by this Floe version`);
+    // Version 2 added sequences; a version-1 snapshot (before them) restores with none.
+    const s = unpack<{ v: number; kv: Uint8Array; leases: Uint8Array; auth: Uint8Array; seqs?: Uint8Array }>(
+      data,
+    );
+    if (s.v !== 1 && s.v !== 2)
+      throw new Error(`snapshot format ${s.v} is not supported by this Floe version`);
     this.kv.restore(s.kv);
     this.leases.restore(s.leases);
     this.auth.restore(s.auth);
+    if (s.seqs) this.sequences.restore(s.seqs);
+    else this.sequences.restore(new SequenceStateMachine().snapshot());
   }
 }
