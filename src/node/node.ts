@@ -704,6 +704,11 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     return this.role === 'leader';
   }
 
+  /** The core's current term (it may run ahead of `isLeader`, which follows handled Readies). */
+  get currentTerm(): number {
+    return this.raw.term;
+  }
+
   get leaderId(): NodeId {
     return this.lead;
   }

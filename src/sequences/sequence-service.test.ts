@@ -1,0 +1,210 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { unpack } from '../node/envelope.js';
+import { SequenceStateMachine } from '../state/sequences/index.js';
+import {
+  type SequenceNode,
+  SequenceRefusedError,
+  SequenceReplyMismatchError,
+  SequenceService,
+  type SequenceServiceOptions,
+} from './sequence-service.js';
+
+class NotLeader extends Error {
+  override name = 'NotLeaderError';
+}
+
+/** A leader whose proposals apply to a real SequenceStateMachine after a microtask (pure logic). */
+class FakeNode implements SequenceNode {
+  leader = true;
+  currentTerm = 2;
+  index = 0;
+  proposals: Record<string, unknown>[] = [];
+  readFails = false;
+  tamper: ((r: Record<string, unknown>) => Record<string, unknown>) | undefined;
+  private roleListeners: ((l: boolean) => void)[] = [];
+  constructor(readonly state: SequenceStateMachine) {}
+  async propose(command: Uint8Array): Promise<unknown> {
+    if (!this.leader) throw new NotLeader('not the leader');
+    this.proposals.push(unpack(command));
+    await Promise.resolve();
+    const r = this.state.apply(command, {
+      index: ++this.index,
+      term: this.currentTerm,
+      leaderTimeMs: 0,
+    }) as never;
+    return this.tamper ? this.tamper(r) : r;
+  }
+  async linearizableRead(): Promise<void> {
+    await Promise.resolve();
+    if (this.readFails || !this.leader) throw new NotLeader('read not confirmed');
+  }
+  isLeader = () => this.leader;
+  term = () => this.currentTerm;
+  onRoleChange(cb: (l: boolean) => void) {
+    this.roleListeners.push(cb);
+    return () => {};
+  }
+  notLeaderError = () => new NotLeader('not the leader');
+  /** Loses the term; `regain` becomes leader of a later term at once. */
+  newTerm(regain: boolean): void {
+    this.currentTerm++;
+    this.leader = regain;
+    for (const l of this.roleListeners) l(regain);
+  }
+}
+
+async function setup(o: Partial<SequenceServiceOptions> & { step?: number; max?: number } = {}) {
+  const state = new SequenceStateMachine();
+  const node = new FakeNode(state);
+  let now = 0;
+  const svc = new SequenceService({ node, state, owner: 'node-1', monotonic: () => now, ...o });
+  await svc.create('orders', { step: o.step ?? 10, ...(o.max !== undefined ? { max: o.max } : {}) });
+  return { state, node, svc, advance: (ms: number) => (now += ms) };
+}
+const allocs = (n: FakeNode) => n.proposals.filter((p) => p.op === 'alloc');
+
+describe('SequenceService (strict mode, on the leader)', () => {
+  it('INCR counts 1, 2, 3 ... from segments, fetching the next one at half use (double buffer)', async () => {
+    const { svc, node } = await setup({ segmentLifetimeMs: 0 }); // a fixed step
+    const got: bigint[] = [];
+    for (let i = 0; i < 25; i++) got.push(await svc.incrBy('orders', 1n));
+    expect(got).toEqual(Array.from({ length: 25 }, (_, i) => BigInt(i + 1)));
+    // 25 values of step-10 segments: 3 in use or used, and a 4th fetched ahead at half use.
+    expect(allocs(node)).toHaveLength(4);
+    await Promise.resolve();
+    expect(svc.segmentOf('orders')).toMatchObject({ next: 26n, end: 31n });
+  });
+
+  it('a new term drops the buffered segments: the next value is above the high-water mark (a gap, never a repeat)', async () => {
+    const { svc, node, state } = await setup();
+    expect(await svc.incrBy('orders', 1n)).toBe(1n);
+    const hw = BigInt(state.get('orders')!.next);
+    node.newTerm(true);
+    const v = await svc.incrBy('orders', 1n);
+    expect(v).toBeGreaterThanOrEqual(hw);
+  });
+
+  it('a deposed leader serves nothing: INCR and GET fail once the term is lost, even with a segment buffered', async () => {
+    const { svc, node } = await setup();
+    await svc.incrBy('orders', 1n);
+    node.newTerm(false);
+    await expect(svc.incrBy('orders', 1n)).rejects.toBeInstanceOf(NotLeader);
+    await expect(svc.get('orders')).rejects.toBeInstanceOf(NotLeader);
+  });
+
+  it('a request whose leadership round is not confirmed gets no value', async () => {
+    const { svc, node } = await setup();
+    await svc.incrBy('orders', 1n);
+    node.readFails = true;
+    await expect(svc.incrBy('orders', 1n)).rejects.toThrow(/read not confirmed/);
+    node.readFails = false;
+    expect(await svc.incrBy('orders', 1n)).toBe(2n);
+  });
+
+  it('the term changing while the leadership round is in flight refuses the request', async () => {
+    const { svc, node } = await setup();
+    await svc.incrBy('orders', 1n);
+    const p = svc.incrBy('orders', 1n);
+    node.newTerm(true); // lost and won again before the round came back
+    await expect(p).rejects.toBeInstanceOf(NotLeader);
+  });
+
+  it('INCRBY n reserves n consecutive values and returns the last; larger than a segment gets its own', async () => {
+    const { svc, node } = await setup();
+    expect(await svc.incrBy('orders', 3n)).toBe(3n); // 1..3
+    expect(await svc.incrBy('orders', 8n)).toBe(18n); // 4..10 too short: 11..18 from the next segment
+    const big = await svc.incrBy('orders', 50n);
+    expect(allocs(node).at(-1)).toMatchObject({ count: 50, exact: true });
+    const after = await svc.incrBy('orders', 1n);
+    expect(after).toBeGreaterThan(big);
+  });
+
+  it('GET: the last value issued; before any in this term, never below an issued one nor above a later one', async () => {
+    const { svc, node } = await setup();
+    await svc.incrBy('orders', 1n);
+    await svc.incrBy('orders', 1n);
+    expect(await svc.get('orders')).toBe(2n);
+    node.newTerm(true);
+    const g = await svc.get('orders');
+    expect(g).toBeGreaterThanOrEqual(2n);
+    expect(await svc.incrBy('orders', 1n)).toBeGreaterThan(g);
+  });
+
+  it('refuses unknown keys (auto-create off), creates them with autoCreate, stops clearly at max', async () => {
+    const { svc } = await setup();
+    await expect(svc.incrBy('nope', 1n)).rejects.toMatchObject({ refusal: { code: 'not_found' } });
+    const auto = await setup({ autoCreate: { step: 5 } });
+    expect(await auto.svc.incrBy('fresh', 1n)).toBe(1n);
+    const small = await setup({ step: 5, max: 7 });
+    const got = [];
+    for (let i = 0; i < 7; i++) got.push(await small.svc.incrBy('orders', 1n));
+    expect(got.at(-1)).toBe(7n);
+    const err = await small.svc.incrBy('orders', 1n).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(SequenceRefusedError);
+    expect((err as SequenceRefusedError).refusal).toMatchObject({
+      code: 'exhausted',
+      message: /reached its max 7/,
+    });
+  });
+
+  it('an alloc answered with another request is an error, never a segment', async () => {
+    const { svc, node } = await setup();
+    node.tamper = (r) => (r.op === 'alloc' ? { ...r, requestId: 'someone-else' } : r);
+    await expect(svc.incrBy('orders', 1n)).rejects.toBeInstanceOf(SequenceReplyMismatchError);
+  });
+
+  it('adaptive step (Leaf): segments used up within the lifetime double, up to maxStep', async () => {
+    const { svc, node } = await setup({ segmentLifetimeMs: 1000 });
+    for (let i = 0; i < 200; i++) await svc.incrBy('orders', 1n);
+    const counts = allocs(node).map((p) => p.count);
+    expect(counts[0]).toBe(10);
+    expect(Math.max(...(counts as number[]))).toBeGreaterThan(10);
+    expect(Math.max(...(counts as number[]))).toBeLessThanOrEqual(1000);
+  });
+
+  it('strictly increasing in completion order and unique, under concurrent requests and term changes (property)', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(
+          fc.oneof(
+            fc.constant('incr' as const),
+            fc.constant('term' as const),
+            fc.integer({ min: 1, max: 25 }),
+          ),
+          {
+            maxLength: 60,
+          },
+        ),
+        async (script) => {
+          const { svc, node } = await setup({ step: 7 });
+          const done: bigint[] = [];
+          const running: Promise<void>[] = [];
+          for (const s of script) {
+            if (s === 'term') node.newTerm(true);
+            else {
+              const n = s === 'incr' ? 1n : BigInt(s);
+              running.push(
+                svc.incrBy('orders', n).then(
+                  (v) => {
+                    done.push(v - n + 1n, v);
+                  },
+                  () => {},
+                ),
+              );
+            }
+            if (running.length % 3 === 0) await Promise.all(running.splice(0));
+          }
+          await Promise.all(running);
+          // Completed ranges never overlap; ranges that completed one after another (awaited) go up.
+          const ranges: [bigint, bigint][] = [];
+          for (let i = 0; i < done.length; i += 2) ranges.push([done[i]!, done[i + 1]!]);
+          const sorted = [...ranges].sort((a, b) => (a[0] < b[0] ? -1 : 1));
+          for (let i = 1; i < sorted.length; i++) if (sorted[i]![0] <= sorted[i - 1]![1]) return false;
+          return true;
+        },
+      ),
+      { numRuns: 150 },
+    );
+  });
+});

@@ -1,0 +1,385 @@
+import { randomBytes } from 'node:crypto';
+import { ReadCoalescer } from '../lease/read-coalescer.js';
+import {
+  type AllocOk,
+  buildCreate,
+  type CreateOptions,
+  checkKey,
+  encodeSequenceCommand,
+  MAX_ALLOC,
+  MAX_VALUE,
+  type SequenceError,
+  type SequenceInfo,
+  type SequenceResult,
+  type SequenceStateMachine,
+} from '../state/sequences/index.js';
+
+/** What the service needs from the node (a FloeNode through `sequenceNodeOf`). */
+export interface SequenceNode {
+  propose(command: Uint8Array): Promise<unknown>;
+  /** Resolves once a ReadIndex round that started after the call confirmed this node's leadership. */
+  linearizableRead(): Promise<void>;
+  isLeader(): boolean;
+  /** The node's current Raft term. */
+  term(): number;
+  onRoleChange(cb: (leader: boolean) => void): () => void;
+  notLeaderError(): Error;
+}
+
+export interface SequenceServiceOptions {
+  node: SequenceNode;
+  state: SequenceStateMachine;
+  /** This node's name in allocations (e.g. `node-1`). */
+  owner: string;
+  /** Monotonic clock (ms) for the adaptive step. Default performance.now. */
+  monotonic?: () => number;
+  /** Fetch the next segment when this fraction of the current one is used. Default 0.5 (as March). */
+  prefetchAt?: number;
+  /**
+   * Adaptive step (Leaf): a segment used up faster than this doubles the next one (up to maxStep),
+   * one lasting over twice this halves it (down to minStep). Default 15 minutes, as Leaf.
+   */
+  segmentLifetimeMs?: number;
+  /** Requests waiting for a segment, per key; beyond it they are refused as overloaded. Default 10,000. */
+  maxWaitersPerKey?: number;
+  /** Create a missing key on first use with these options; undefined (the default) refuses it. */
+  autoCreate?: CreateOptions;
+}
+
+/** A refusal of the replicated state (not_found, exhausted, exists, invalid_argument, ...). */
+export class SequenceRefusedError extends Error {
+  constructor(readonly refusal: SequenceError) {
+    super(refusal.message);
+    this.name = 'SequenceRefusedError';
+  }
+}
+
+/** A reply that does not answer the request it was sent for: an error, never a value. */
+export class SequenceReplyMismatchError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'SequenceReplyMismatchError';
+  }
+}
+
+/** Too many requests are waiting for this key's next segment. */
+export class SequenceOverloadedError extends Error {
+  constructor(key: string, limit: number) {
+    super(`overloaded: ${limit} requests are already waiting for a segment of ${JSON.stringify(key)}`);
+    this.name = 'OverloadedError';
+  }
+}
+
+interface Segment {
+  next: bigint;
+  end: bigint;
+  size: bigint;
+}
+
+/** This leader's serving state of one key, valid for one term only. */
+interface KeyState {
+  term: number;
+  current: Segment | undefined;
+  spare: Segment | undefined;
+  fetching: Promise<void> | undefined;
+  step: number;
+  /** When the current segment was taken into use (monotonic ms), for the adaptive step. */
+  currentSince: number;
+  lastIssued: bigint | undefined;
+  waiters: number;
+}
+
+/**
+ * Serves `strict`-mode sequence values on the leader (issue 11).
+ *
+ * Values come from segments [a, b) allocated by proposals (the high-water mark is persisted ahead
+ * of use). Two segments are kept per key (double buffer): the next one is fetched when the current
+ * one is `prefetchAt` used, so switching does not wait for a proposal.
+ *
+ * Why values strictly increase across the cluster, across failovers (docs/decisions/0003):
+ * - every value handed out is preceded by a ReadIndex round that started after the request arrived,
+ *   and is served only if this node still leads in the term its segments were allocated in. A
+ *   deposed leader's round cannot be confirmed once a quorum voted for a newer term, so it stops
+ *   serving before the new leader can serve anything;
+ * - segments are dropped on any change of term or role: a new leader allocates fresh segments,
+ *   which the log orders above every segment allocated before.
+ * Values skipped (a segment left behind at a failover, a remainder too short for INCRBY n) are a gap,
+ * never a repeat.
+ */
+export class SequenceService {
+  private readonly keys = new Map<string, KeyState>();
+  private readonly confirmer: ReadCoalescer;
+  private readonly mono: () => number;
+  private readonly prefetchAt: number;
+  private readonly lifetime: number;
+  private readonly maxWaiters: number;
+  private readonly unsubscribe: () => void;
+  private readonly incarnation = randomBytes(6).toString('hex');
+  private requestSeq = 0;
+
+  constructor(private readonly o: SequenceServiceOptions) {
+    this.confirmer = new ReadCoalescer(() => o.node.linearizableRead());
+    this.mono = o.monotonic ?? (() => performance.now());
+    this.prefetchAt = o.prefetchAt ?? 0.5;
+    if (!(this.prefetchAt > 0 && this.prefetchAt <= 1)) throw new Error('prefetchAt must be in (0, 1]');
+    this.lifetime = o.segmentLifetimeMs ?? 15 * 60_000;
+    this.maxWaiters = o.maxWaitersPerKey ?? 10_000;
+    this.unsubscribe = o.node.onRoleChange(() => this.keys.clear());
+  }
+
+  close(): void {
+    this.unsubscribe();
+    this.keys.clear();
+  }
+
+  /**
+   * Reserves `count` consecutive values of `key` and returns the last one (as Redis INCRBY returns
+   * the new value): the caller owns [result − count + 1, result]. INCR is `incrBy(key, 1n)`.
+   */
+  async incrBy(key: string, count: bigint): Promise<bigint> {
+    const keyProblem = checkKey(key);
+    if (keyProblem)
+      throw new SequenceRefusedError({ ok: false, code: 'invalid_argument', message: keyProblem });
+    if (count < 1n || count > BigInt(MAX_ALLOC))
+      throw new SequenceRefusedError({
+        ok: false,
+        code: 'invalid_argument',
+        message: `count must be in [1, ${MAX_ALLOC}], got ${count}`,
+      });
+    if (!this.o.node.isLeader()) throw this.o.node.notLeaderError();
+    const term = this.o.node.term();
+    const confirmed = this.confirmer.confirm();
+    await this.ensureExists(key);
+    await confirmed;
+    // The round started after the request arrived, while this node led `term`; serve only in it.
+    if (!this.o.node.isLeader() || this.o.node.term() !== term) throw this.o.node.notLeaderError();
+    for (;;) {
+      const ks = this.stateOf(key, term);
+      const took = this.take(key, ks, count);
+      if (took !== undefined) {
+        this.maybePrefetch(key, ks);
+        return took;
+      }
+      if (count > BigInt(ks.step)) {
+        // Larger than a segment: a segment of its own, exactly this size. Everything buffered is
+        // below it and is dropped by take() (a gap), so later values stay above this one.
+        const seg = await this.allocate(key, ks, Number(count), true);
+        if (this.keys.get(key) !== ks) continue; // the term changed while it was allocated
+        ks.lastIssued = seg.end - 1n;
+        return seg.end - 1n;
+      }
+      if (ks.waiters >= this.maxWaiters) throw new SequenceOverloadedError(key, this.maxWaiters);
+      ks.waiters++;
+      try {
+        await this.fetch(key, ks);
+      } finally {
+        ks.waiters--;
+      }
+    }
+  }
+
+  /**
+   * The last value this leader issued for `key`, or, when it issued none since it was elected, the
+   * highest value anyone may have issued (the first value of its current segment minus one, or the
+   * high-water mark minus one). Never below an issued value, never above a value issued later.
+   */
+  async get(key: string): Promise<bigint> {
+    if (!this.o.node.isLeader()) throw this.o.node.notLeaderError();
+    const term = this.o.node.term();
+    await this.confirmer.confirm();
+    if (!this.o.node.isLeader() || this.o.node.term() !== term) throw this.o.node.notLeaderError();
+    const info = this.o.state.get(key);
+    if (!info)
+      throw new SequenceRefusedError({
+        ok: false,
+        code: 'not_found',
+        message: `no sequence ${JSON.stringify(key)}`,
+      });
+    const ks = this.keys.get(key);
+    if (ks && ks.term === term) {
+      if (ks.lastIssued !== undefined) return ks.lastIssued;
+      if (ks.current) return ks.current.next - 1n;
+      if (ks.spare) return ks.spare.next - 1n;
+    }
+    return BigInt(info.next) - 1n;
+  }
+
+  /** Allocates a segment for a client (SEQ.ALLOC key n): [start, end) with end − start = n, or exhausted. */
+  async alloc(key: string, count: number, requestId?: string): Promise<AllocOk> {
+    if (!Number.isSafeInteger(count) || count < 1 || count > MAX_ALLOC)
+      throw new SequenceRefusedError({
+        ok: false,
+        code: 'invalid_argument',
+        message: `count must be in [1, ${MAX_ALLOC}], got ${count}`,
+      });
+    await this.ensureExists(key);
+    return this.proposeAlloc(key, count, true, requestId);
+  }
+
+  async create(key: string, options: CreateOptions): Promise<{ created: boolean; info: SequenceInfo }> {
+    const cmd = buildCreate(key, options);
+    if ('ok' in cmd) throw new SequenceRefusedError(cmd);
+    const r = (await this.o.node.propose(encodeSequenceCommand(cmd))) as SequenceResult;
+    if (!r.ok) throw new SequenceRefusedError(r);
+    if (r.op !== 'create' || r.key !== key)
+      throw new SequenceReplyMismatchError(`create ${key} answered with ${describe(r)}`);
+    return { created: r.created, info: r.info };
+  }
+
+  async delete(key: string): Promise<void> {
+    const problem = checkKey(key);
+    if (problem) throw new SequenceRefusedError({ ok: false, code: 'invalid_argument', message: problem });
+    const r = (await this.o.node.propose(encodeSequenceCommand({ op: 'delete', key }))) as SequenceResult;
+    if (!r.ok) throw new SequenceRefusedError(r);
+    if (r.op !== 'delete' || r.key !== key)
+      throw new SequenceReplyMismatchError(`delete ${key} answered with ${describe(r)}`);
+    this.keys.delete(key);
+  }
+
+  /** Linearizable on the leader (ReadIndex); `stale` reads this node's applied state. */
+  async info(key: string, opts: { stale?: boolean } = {}): Promise<SequenceInfo | undefined> {
+    if (!opts.stale) await this.o.node.linearizableRead();
+    return this.o.state.get(key);
+  }
+
+  async list(opts: { stale?: boolean; after?: string; limit?: number } = {}): Promise<SequenceInfo[]> {
+    if (!opts.stale) await this.o.node.linearizableRead();
+    return this.o.state.list(opts.after, opts.limit);
+  }
+
+  /** Serving state for tests and metrics: the current segment of a key on this leader. */
+  segmentOf(key: string): { next: bigint; end: bigint; spare: boolean; step: number } | undefined {
+    const ks = this.keys.get(key);
+    if (!ks?.current) return undefined;
+    return { next: ks.current.next, end: ks.current.end, spare: ks.spare !== undefined, step: ks.step };
+  }
+
+  private async ensureExists(key: string): Promise<void> {
+    if (this.o.state.get(key)) return;
+    if (!this.o.autoCreate) {
+      // Ask the log, not this node's possibly stale state, before refusing.
+      await this.o.node.linearizableRead();
+      if (this.o.state.get(key)) return;
+      throw new SequenceRefusedError({
+        ok: false,
+        code: 'not_found',
+        message: `no sequence ${JSON.stringify(key)} (create it with SEQ.CREATE; auto-creation is off)`,
+      });
+    }
+    await this.create(key, this.o.autoCreate);
+  }
+
+  /** The serving state of `key` for the current term (a new term starts empty). */
+  private stateOf(key: string, term: number): KeyState {
+    let ks = this.keys.get(key);
+    if (!ks || ks.term !== term) {
+      const info = this.o.state.get(key);
+      ks = {
+        term,
+        current: undefined,
+        spare: undefined,
+        fetching: undefined,
+        step: info?.step ?? 1000,
+        currentSince: this.mono(),
+        lastIssued: undefined,
+        waiters: 0,
+      };
+      this.keys.set(key, ks);
+    }
+    return ks;
+  }
+
+  /**
+   * Takes `count` consecutive values from the current segment (or the spare); undefined if neither
+   * has them. A segment at or below the last value issued (left behind by a dedicated INCRBY
+   * segment) is dropped: values only ever go up.
+   */
+  private take(key: string, ks: KeyState, count: bigint): bigint | undefined {
+    if (!this.o.node.isLeader() || this.o.node.term() !== ks.term) throw this.o.node.notLeaderError();
+    const floor = ks.lastIssued === undefined ? undefined : ks.lastIssued + 1n;
+    for (;;) {
+      const cur = ks.current;
+      if (cur && floor !== undefined && cur.next < floor) cur.next = cur.end < floor ? cur.end : floor;
+      if (cur && cur.end - cur.next >= count) {
+        const last = cur.next + count - 1n;
+        cur.next = last + 1n;
+        ks.lastIssued = last;
+        return last;
+      }
+      if (!ks.spare) return undefined;
+      // The rest of the current segment is too short: a gap, never a repeat.
+      if (cur) this.adapt(key, ks, cur);
+      ks.current = ks.spare;
+      ks.spare = undefined;
+      ks.currentSince = this.mono();
+    }
+  }
+
+  /** Leaf's adaptive step: segments used up quickly grow, segments that last long shrink. */
+  private adapt(key: string, ks: KeyState, used: Segment): void {
+    const info = this.o.state.get(key);
+    if (!info) return;
+    const lasted = this.mono() - ks.currentSince;
+    if (lasted < this.lifetime && used.size >= BigInt(ks.step)) ks.step = Math.min(ks.step * 2, info.maxStep);
+    else if (lasted > 2 * this.lifetime) ks.step = Math.max(Math.floor(ks.step / 2), info.minStep);
+  }
+
+  private maybePrefetch(key: string, ks: KeyState): void {
+    const cur = ks.current;
+    if (!cur || ks.spare || ks.fetching) return;
+    const used = cur.size - (cur.end - cur.next);
+    if (Number(used) >= Number(cur.size) * this.prefetchAt) this.fetch(key, ks).catch(() => {});
+  }
+
+  /** Fetches one segment into the buffer (one fetch at a time per key). */
+  private fetch(key: string, ks: KeyState): Promise<void> {
+    if (ks.fetching) return ks.fetching;
+    const p = this.allocate(key, ks, ks.step, false)
+      .then((seg) => {
+        if (this.keys.get(key) !== ks) return; // a new term: this segment is left unused (a gap)
+        if (!ks.current || ks.current.next >= ks.current.end) {
+          if (ks.current) this.adapt(key, ks, ks.current);
+          ks.current = seg;
+          ks.currentSince = this.mono();
+        } else ks.spare = seg;
+      })
+      .finally(() => {
+        if (ks.fetching === p) ks.fetching = undefined;
+      });
+    ks.fetching = p;
+    return p;
+  }
+
+  private async allocate(key: string, ks: KeyState, count: number, exact: boolean): Promise<Segment> {
+    const r = await this.proposeAlloc(key, count, exact);
+    if (this.o.node.term() !== ks.term) throw this.o.node.notLeaderError();
+    const start = BigInt(r.start);
+    const end = BigInt(r.end);
+    if (start < 0n || end > MAX_VALUE + 1n || end <= start)
+      throw new SequenceReplyMismatchError(`segment ${r.start}..${r.end} is out of range`);
+    return { next: start, end, size: end - start };
+  }
+
+  private async proposeAlloc(
+    key: string,
+    count: number,
+    exact: boolean,
+    requestId?: string,
+  ): Promise<AllocOk> {
+    const id = requestId ?? `${this.o.owner}:${this.incarnation}:${++this.requestSeq}`;
+    const r = (await this.o.node.propose(
+      encodeSequenceCommand({ op: 'alloc', key, count, owner: this.o.owner, requestId: id, exact }),
+    )) as SequenceResult;
+    if (!r.ok) throw new SequenceRefusedError(r);
+    if (r.op !== 'alloc' || r.key !== key || r.requestId !== id || r.owner !== this.o.owner)
+      throw new SequenceReplyMismatchError(`alloc ${key} (${id}) answered with ${describe(r)}`);
+    const n = BigInt(r.end) - BigInt(r.start);
+    if (n < 1n || n > BigInt(count) || (exact && n !== BigInt(count)))
+      throw new SequenceReplyMismatchError(`alloc ${key} of ${count} answered with ${r.start}..${r.end}`);
+    return r;
+  }
+}
+
+function describe(r: SequenceResult): string {
+  return JSON.stringify(r).slice(0, 200);
+}
