@@ -33,6 +33,11 @@ export interface ServeConfig {
   snapshotEvery: number;
   /** Log entries kept behind each snapshot so slightly lagging followers get entries, not a snapshot. */
   snapshotTrailing: number;
+  /**
+   * INCR / SEQ.ALLOC on a missing sequence creates it with the defaults (start 1, step 1,000, strict)
+   * when true. Off by default: a typo in a key must not silently start a new sequence.
+   */
+  seqAutoCreate: boolean;
   logLevel: string;
 }
 
@@ -93,7 +98,13 @@ export function parseInitialCluster(value: string): MemberInfo[] {
   return members;
 }
 
-export type RawServeOptions = Partial<Record<keyof ServeConfig | 'config', string | number | undefined>>;
+export type RawServeOptions = Partial<Record<keyof ServeConfig | 'config', string | number | boolean | undefined>>;
+
+function bool(name: string, v: unknown): boolean {
+  if (v === undefined || v === false || v === 'false') return false;
+  if (v === true || v === 'true') return true;
+  throw new ConfigError(`${name} must be true or false (got "${String(v)}")`);
+}
 
 /** Flags beat the config file, which beats environment defaults, which beat built-in defaults. */
 export function resolveServeConfig(
@@ -110,7 +121,7 @@ export function resolveServeConfig(
     }
   }
   const pick = (k: keyof ServeConfig) => flags[k] ?? file[k];
-  const nodeId = parseNodeId('--node-id', pick('nodeId') ?? DEFAULTS.nodeId);
+  const nodeId = parseNodeId('--node-id', (pick('nodeId') as string | number | undefined) ?? DEFAULTS.nodeId);
   const peerAddr = String(pick('peerAddr') ?? DEFAULTS.peerAddr);
   const httpAddr = String(pick('httpAddr') ?? DEFAULTS.httpAddr);
   const respAddr = String(pick('respAddr') ?? DEFAULTS.respAddr);
@@ -153,6 +164,7 @@ export function resolveServeConfig(
     electionTicks: num('electionTicks', DEFAULTS.electionTicks, 3),
     snapshotEvery: num('snapshotEvery', DEFAULTS.snapshotEvery, 10),
     snapshotTrailing: num('snapshotTrailing', DEFAULTS.snapshotTrailing, 0),
+    seqAutoCreate: bool('seqAutoCreate', pick('seqAutoCreate')),
     logLevel: String(pick('logLevel') ?? env.FLOE_LOG_LEVEL ?? DEFAULTS.logLevel),
   };
 }

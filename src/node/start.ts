@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { pino } from 'pino';
 import { leaseNodeOf } from '../lease/floe-node-adapter.js';
 import { LeaseService } from '../lease/lease-service.js';
+import { SequenceService, sequenceNodeOf } from '../sequences/index.js';
 import { respBackendOf } from '../server/floe-services.js';
 import { addressProof, startHttpAdmin } from '../server/http-admin.js';
 import { type RespServer, startRespServer } from '../server/resp/index.js';
@@ -19,6 +20,7 @@ export interface RunningNode {
   http: FastifyInstance;
   resp: RespServer;
   leases: LeaseService;
+  sequences: SequenceService;
   transport: PeerTransport;
   config: ServeConfig;
   logger: pino.Logger;
@@ -83,7 +85,13 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
     state: state.leases,
     onError: (what, err) => logger.warn({ err: String(err) }, what),
   });
-  const services = { node, leases, auth: state.auth };
+  const sequences = new SequenceService({
+    node: sequenceNodeOf(node),
+    state: state.sequences,
+    owner: `node-${config.nodeId}`,
+    autoCreate: config.seqAutoCreate ? {} : undefined,
+  });
+  const services = { node, leases, sequences, auth: state.auth };
   const httpListen = parseHostPort('--http-addr', config.httpAddr);
   const respListen = parseHostPort('--resp-addr', config.respAddr);
   let http: FastifyInstance | undefined;
@@ -106,6 +114,7 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
     });
   } catch (err) {
     leases.close();
+    sequences.close();
     await http?.close();
     await transport.close();
     await storage.close();
@@ -141,12 +150,14 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
     http,
     resp,
     leases,
+    sequences,
     transport,
     config,
     logger,
     close(reason = 'shutdown') {
       closing ??= (async () => {
         leases.close();
+        sequences.close();
         stopPublishing();
         await node.stop(reason);
         await resp.close();

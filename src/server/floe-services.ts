@@ -1,13 +1,21 @@
 import { LeaseReplyMismatchError, type LeaseService } from '../lease/lease-service.js';
 import { NotLeaderError } from '../node/errors.js';
 import type { FloeNode } from '../node/node.js';
+import {
+  SequenceRefusedError,
+  SequenceReplyMismatchError,
+  type SequenceService,
+} from '../sequences/index.js';
 import type { AuthStateMachine, Permission } from '../state/auth/index.js';
 import type { LeaseError, LeaseGrant } from '../state/leases/index.js';
+import { MAX_VALUE, type SequenceInfo } from '../state/sequences/index.js';
 import {
   BackendError,
   type LeaseReply,
   type RespBackend,
   type RespMember,
+  type SequenceBackend,
+  type SequenceInfoReply,
   type WorkerAcquireRequest,
   type WorkerListRequest,
   type WorkerReleaseRequest,
@@ -18,6 +26,8 @@ import {
 export interface FloeServices {
   node: FloeNode<unknown>;
   leases: LeaseService;
+  /** Absent where a node serves no sequences (some tests). */
+  sequences?: SequenceService;
   auth: AuthStateMachine;
 }
 
@@ -157,6 +167,74 @@ export function respBackendOf(s: FloeServices): RespBackend {
       node.on('role', listener);
       return () => node.off('role', listener);
     },
+    ...(s.sequences ? { sequences: sequenceBackendOf(s.sequences) } : {}),
+  };
+}
+
+function seqInfoReply(i: SequenceInfo): SequenceInfoReply {
+  return { ...i, start: BigInt(i.start), max: BigInt(i.max), next: BigInt(i.next) };
+}
+
+/** The RESP server's sequences: refusals become `-ERR <text>` in Redis's words where Redis has them. */
+export function sequenceBackendOf(seqs: SequenceService): SequenceBackend {
+  const call = async <T>(fn: () => Promise<T>): Promise<T> => {
+    try {
+      return await fn();
+    } catch (err) {
+      if (err instanceof SequenceRefusedError) {
+        const r = err.refusal;
+        if (r.code === 'exhausted' && r.message.includes(`max ${MAX_VALUE}`))
+          throw new BackendError('ERR', 'increment or decrement would overflow');
+        throw new BackendError('ERR', r.message);
+      }
+      if (err instanceof SequenceReplyMismatchError) throw new BackendError('ERR', err.message);
+      throw err;
+    }
+  };
+  return {
+    create: (req) =>
+      call(async () => {
+        const r = await seqs.create(req.key, {
+          start: req.start,
+          max: req.max,
+          step: req.step,
+          minStep: req.minStep,
+          maxStep: req.maxStep,
+          mode: req.mode,
+        });
+        return { created: r.created, info: seqInfoReply(r.info) };
+      }),
+    info: (key, stale) =>
+      call(async () => {
+        const i = await seqs.info(key, { stale });
+        return i ? seqInfoReply(i) : undefined;
+      }),
+    list: (stale) => call(async () => (await seqs.list({ stale })).map(seqInfoReply)),
+    delete: (key) =>
+      call(async () => {
+        try {
+          await seqs.delete(key);
+          return true;
+        } catch (err) {
+          if (err instanceof SequenceRefusedError && err.refusal.code === 'not_found') return false;
+          throw err;
+        }
+      }),
+    incrBy: (key, count) => call(() => seqs.incrBy(key, count)),
+    get: (key) =>
+      call(async () => {
+        try {
+          return await seqs.get(key);
+        } catch (err) {
+          if (err instanceof SequenceRefusedError && err.refusal.code === 'not_found') return undefined;
+          throw err;
+        }
+      }),
+    alloc: (key, count) =>
+      call(async () => {
+        const r = await seqs.alloc(key, count);
+        return { start: BigInt(r.start), end: BigInt(r.end) };
+      }),
   };
 }
 

@@ -80,24 +80,19 @@ export function sendHttpError(reply: FastifyReply, err: unknown, path: string): 
   // The core refused to append the proposal, so it was certainly not applied.
   if (err instanceof ProposalDroppedError) {
     if (err.reason === 'transferring')
-      return reply
-        .code(503)
-        .header('retry-after', String(NOT_COMMITTED_RETRY_AFTER_S))
-        .send({
-          error: 'not_committed',
-          message: `the write was not applied (leadership transfer in progress)`,
-        });
+      return reply.code(503).header('retry-after', String(NOT_COMMITTED_RETRY_AFTER_S)).send({
+        error: 'not_committed',
+        message: `the write was not applied (leadership transfer in progress)`,
+      });
     if (err.reason === 'tooMuchUncommitted')
       return reply
         .code(429)
         .send({ error: 'overloaded', message: 'too much uncommitted log; retry shortly' });
     if (err.reason === 'confChangePending')
-      return reply
-        .code(409)
-        .send({
-          error: 'conf_change_pending',
-          message: 'another membership change is in progress; retry when it ends',
-        });
+      return reply.code(409).send({
+        error: 'conf_change_pending',
+        message: 'another membership change is in progress; retry when it ends',
+      });
   }
   const message = err instanceof Error ? err.message : String(err);
   return reply.code(500).send({ error: 'internal', message });

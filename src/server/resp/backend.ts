@@ -44,11 +44,55 @@ export interface RespBackend {
   workerRelease(req: WorkerReleaseRequest): Promise<void>;
   /** Every current lease of `app`, ordered by worker ID. */
   workerList(req: WorkerListRequest): Promise<LeaseReply[]>;
+  /** Sequences (SEQ.*, INCR, INCRBY, GET). Absent: those commands answer that sequences are not served here. */
+  sequences?: SequenceBackend;
   /**
    * Optional: call `listener` whenever the leader or membership may have changed; returns an unsubscribe function.
    * With it the server publishes `+switch-master` to Sentinel subscribers when the leader moves.
    */
   onTopologyChange?(listener: () => void): () => void;
+}
+
+/**
+ * Sequences, called on the leader only (keyed commands are MOVED elsewhere; SEQ.INFO / SEQ.LIST may
+ * run on a follower for a READONLY client, `stale` then). Values are bigint (64-bit).
+ * Refusals: reject with `BackendError('ERR', ...)`; the server checks permissions first (`issue` for
+ * INCR/INCRBY/SEQ.ALLOC, `read` for GET/SEQ.INFO/SEQ.LIST, `admin` for SEQ.CREATE/SEQ.DELETE).
+ */
+export interface SequenceBackend {
+  create(req: SeqCreateRequest): Promise<{ created: boolean; info: SequenceInfoReply }>;
+  info(key: string, stale: boolean): Promise<SequenceInfoReply | undefined>;
+  list(stale: boolean): Promise<SequenceInfoReply[]>;
+  /** False when no such sequence existed. */
+  delete(key: string): Promise<boolean>;
+  /** Reserves `count` consecutive values and returns the last (INCR = incrBy(key, 1n)). */
+  incrBy(key: string, count: bigint): Promise<bigint>;
+  /** The last value issued (see docs/sequences.md); undefined when no such sequence exists. */
+  get(key: string): Promise<bigint | undefined>;
+  /** A segment [start, end) of exactly `count` values for a client. */
+  alloc(key: string, count: number): Promise<{ start: bigint; end: bigint }>;
+}
+
+export interface SeqCreateRequest {
+  key: string;
+  start?: bigint;
+  max?: bigint;
+  step?: number;
+  minStep?: number;
+  maxStep?: number;
+  mode?: 'strict' | 'node';
+}
+
+export interface SequenceInfoReply {
+  key: string;
+  start: bigint;
+  max: bigint;
+  step: number;
+  minStep: number;
+  maxStep: number;
+  mode: 'strict' | 'node';
+  /** High-water mark: the first value not allocated to any segment. */
+  next: bigint;
 }
 
 export type RaftRole = 'leader' | 'follower' | 'candidate' | 'learner';
@@ -61,7 +105,7 @@ export interface RespMember {
   role: string;
 }
 
-export type LeasePermission = 'acquire' | 'renew' | 'release' | 'read' | 'admin';
+export type LeasePermission = 'acquire' | 'renew' | 'release' | 'read' | 'admin' | 'issue';
 
 /** A worker-ID lease as the client sees it. Shown as a field/value list (RESP2) or map (RESP3), in this order. */
 export interface LeaseReply {

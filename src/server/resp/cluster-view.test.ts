@@ -111,7 +111,7 @@ describe('MOVED: followers send writes to the leader', () => {
     const counters = new Map<string, number>();
     const cluster = new FakeCluster();
     const incr = {
-      name: 'INCR',
+      name: 'TEST.INCR',
       arity: 2,
       flags: ['write' as const, 'fast' as const],
       firstKey: 1,
@@ -131,12 +131,12 @@ describe('MOVED: followers send writes to the leader', () => {
     try {
       const ca = await client(a.address.port);
       const cb = await client(b.address.port);
-      expect(await ca.call('INCR', 'k')).toBe(1);
-      expect(await ca.call('INCR', 'k')).toBe(2);
-      expect(errText(await cb.call('INCR', 'k'))).toBe(
+      expect(await ca.call('TEST.INCR', 'k')).toBe(1);
+      expect(await ca.call('TEST.INCR', 'k')).toBe(2);
+      expect(errText(await cb.call('TEST.INCR', 'k'))).toBe(
         `MOVED ${keyHashSlot('k')} 127.0.0.1:${a.address.port}`,
       );
-      expect(await ca.call('COMMAND', 'GETKEYS', 'INCR', 'k')).toEqual(['k']);
+      expect(await ca.call('COMMAND', 'GETKEYS', 'TEST.INCR', 'k')).toEqual(['k']);
     } finally {
       await Promise.all([a.close(), b.close()]);
     }

@@ -86,10 +86,12 @@ describe('permissions', () => {
     log.run({ op: 'userAdd', user: 'svc', password: hashB, grants: [['orders', ['acquire', 'renew']]] });
     log.run({ op: 'grant', user: 'svc', app: 'orders', permissions: ['release'] });
     log.run({ op: 'grant', user: 'svc', app: 'payments', permissions: ['read'] });
+    log.run({ op: 'grant', user: 'svc', app: 'invoice-no', permissions: ['issue'] });
     const expected: Record<string, Record<Permission, boolean>> = {
-      orders: { acquire: true, renew: true, release: true, read: false, admin: false },
-      payments: { acquire: false, renew: false, release: false, read: true, admin: false },
-      users: { acquire: false, renew: false, release: false, read: false, admin: false },
+      orders: { acquire: true, renew: true, release: true, read: false, admin: false, issue: false },
+      payments: { acquire: false, renew: false, release: false, read: true, admin: false, issue: false },
+      'invoice-no': { acquire: false, renew: false, release: false, read: false, admin: false, issue: true },
+      users: { acquire: false, renew: false, release: false, read: false, admin: false, issue: false },
     };
     for (const [app, row] of Object.entries(expected)) {
       for (const perm of PERMISSIONS)
@@ -99,6 +101,7 @@ describe('permissions', () => {
     expect(log.sm.user('svc')?.grants).toEqual({
       orders: ['acquire', 'renew', 'release'],
       payments: ['read'],
+      'invoice-no': ['issue'],
     });
   });
 
@@ -180,7 +183,9 @@ describe('user management', () => {
     ).toMatchObject({ code: 'invalid_argument', message: expect.stringMatching(/^app pattern must be/) });
     expect(
       log.sm.apply(pack({ ns: 'auth', op: 'grant', user: 'root', app: 'a', permissions: ['write'] }), ctx),
-    ).toMatchObject({ message: 'unknown permission "write"; allowed: acquire, renew, release, read, admin' });
+    ).toMatchObject({
+      message: 'unknown permission "write"; allowed: acquire, renew, release, read, admin, issue',
+    });
     expect(
       log.sm.apply(pack({ ns: 'auth', op: 'userAdd', user: 'x', password: 'plain-text!' }), ctx),
     ).toMatchObject({

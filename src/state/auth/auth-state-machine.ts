@@ -14,7 +14,7 @@ import {
 } from './types.js';
 
 const SNAPSHOT_VERSION = 1;
-const BIT: Record<Permission, number> = { acquire: 1, renew: 2, release: 4, read: 8, admin: 16 };
+const BIT: Record<Permission, number> = { acquire: 1, renew: 2, release: 4, read: 8, admin: 16, issue: 32 };
 const ADMIN = BIT.admin;
 
 interface User {

@@ -19,7 +19,9 @@
 
 export const AUTH_NAMESPACE = 'auth';
 
-export const PERMISSIONS = ['acquire', 'renew', 'release', 'read', 'admin'] as const;
+// 'issue': take values of a sequence (INCR, INCRBY, SEQ.ALLOC). A grant's pattern names apps and
+// sequence keys alike; 'read' and 'admin' apply to both.
+export const PERMISSIONS = ['acquire', 'renew', 'release', 'read', 'admin', 'issue'] as const;
 export type Permission = (typeof PERMISSIONS)[number];
 
 /** The pattern that matches every app. */

@@ -4,6 +4,7 @@ import { connectionCommands } from './connection.js';
 import { introspectionCommands } from './introspection.js';
 import { pubsubCommands } from './pubsub.js';
 import { sentinelCommands } from './sentinel.js';
+import { sequenceCommands } from './sequence.js';
 import { snowflakeCommands } from './snowflake.js';
 import { workerCommands } from './worker.js';
 
@@ -19,6 +20,7 @@ export const ALL_COMMANDS: readonly CommandSpecInput[] = [
   ...pubsubCommands,
   ...workerCommands,
   ...snowflakeCommands,
+  ...sequenceCommands,
 ];
 
 /** Build the lookup table (lower-case name → spec). Throws on a duplicate name. */
