@@ -98,7 +98,9 @@ export function parseInitialCluster(value: string): MemberInfo[] {
   return members;
 }
 
-export type RawServeOptions = Partial<Record<keyof ServeConfig | 'config', string | number | boolean | undefined>>;
+export type RawServeOptions = Partial<
+  Record<keyof ServeConfig | 'config', string | number | boolean | undefined>
+>;
 
 function bool(name: string, v: unknown): boolean {
   if (v === undefined || v === false || v === 'false') return false;

@@ -56,7 +56,10 @@ export function serveCommand(io: CliIO): Command {
       '--snapshot-trailing <n>',
       `log entries kept behind a snapshot for lagging followers (default ${DEFAULTS.snapshotTrailing})`,
     )
-    .option('--seq-auto-create', 'INCR on a missing sequence creates it (start 1, step 1000, strict); off by default')
+    .option(
+      '--seq-auto-create',
+      'INCR on a missing sequence creates it (start 1, step 1000, strict); off by default',
+    )
     .option('--log-level <level>', 'trace, debug, info, warn, error (default info or $FLOE_LOG_LEVEL)')
     .option('--config <file>', 'JSON file with the same settings in camelCase (nodeId, dataDir, ...)')
     .action(async (flags: ServeFlags) => {
