@@ -15,6 +15,7 @@ import {
   LeaseRefusedError,
   unwrap,
 } from './floe-services.js';
+import { registerSequenceApi } from './http-sequences.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -74,6 +75,13 @@ export function registerFloeApi(
     return false;
   };
 
+  if (s.sequences)
+    registerSequenceApi(app, s.sequences, {
+      allowed,
+      may: (req, resource, perm) => auth.permits(req.floeUser, resource, perm),
+      fail,
+    });
+
   const leaseFail = (reply: FastifyReply, err: unknown, path: string): FastifyReply => {
     if (err instanceof LeaseRefusedError) {
       return reply
@@ -109,7 +117,16 @@ export function registerFloeApi(
   // The admin surface (key-value, counters, membership) needs admin on '*' once auth is on.
   app.addHook('preHandler', async (req, reply) => {
     const path = req.url.split('?')[0] ?? '';
-    if (!auth.authEnabled || isOpen(path) || path.startsWith('/v1/apps/') || path.startsWith('/v1/users'))
+    // Leases, users and sequences check their own per-app / per-key permissions.
+    if (
+      !auth.authEnabled ||
+      isOpen(path) ||
+      path.startsWith('/v1/apps/') ||
+      path.startsWith('/v1/users') ||
+      path === '/v1/sequences' ||
+      path.startsWith('/v1/sequences/') ||
+      path.startsWith('/api/segment/')
+    )
       return;
     if (!auth.permits(req.floeUser, '*', 'admin')) {
       return reply

@@ -5,7 +5,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkHistory, checkUniqueIds, increasingIdModel, type Operation } from '../../src/check/index.js';
 import type { IdInput, IdOutput } from '../../src/check/models/unique-id.js';
-import { type Cluster, waitForLeader } from './harness.js';
+import { type Cluster, http, waitForLeader } from './harness.js';
 import { cliRecord, redisCli, startCluster } from './lease-cluster.js';
 
 let cluster: Cluster;
@@ -95,6 +95,51 @@ describe('sequences over RESP (redis-cli)', () => {
     const f = cluster.nodes.find((n) => n.spec.id !== leader)!;
     const r = await redisCli(['-p', String(f.spec.respPort), 'INCR', 'orders']);
     expect(r.stdout.trim()).toMatch(new RegExp(`^MOVED \\d+ 127\\.0\\.0\\.1:${portOf(leader)}$`));
+  });
+});
+
+describe('sequences over HTTP (JSON and Leaf-compatible)', () => {
+  it('JSON routes, Leaf plain text (single and ?count), and Leaf-style errors; followers redirect to the leader', async () => {
+    const f = cluster.nodes.find((n) => n.spec.id !== leader)!;
+    const addr = f.http; // a follower: writes are redirected (307) to the leader
+    expect(await http(addr, 'POST', '/v1/sequences', { key: 'web', step: 20 })).toMatchObject({
+      status: 201,
+      body: { created: true, key: 'web', start: '1', step: 20, mode: 'strict' },
+    });
+    expect(await http(addr, 'GET', '/api/segment/get/web')).toEqual({ status: 200, body: 1 });
+    const batch = await http<string>(addr, 'GET', '/api/segment/get/web?count=3');
+    expect(batch).toEqual({ status: 200, body: '2\n3\n4' });
+    expect(await http(addr, 'POST', '/v1/sequences/web/incr', { count: 5 })).toMatchObject({
+      status: 200,
+      body: { key: 'web', first: '5', last: '9', count: 5 },
+    });
+    expect(await http(addr, 'POST', '/v1/sequences/web/alloc', { count: 100 })).toMatchObject({
+      status: 200,
+      body: { key: 'web' },
+    });
+    expect((await http(addr, 'GET', '/v1/sequences/web')).body).toMatchObject({ key: 'web', step: 20 });
+    expect(
+      (await http<{ sequences: { key: string }[] }>(addr, 'GET', '/v1/sequences')).body.sequences.map(
+        (x) => x.key,
+      ),
+    ).toContain('web');
+    const unknown = await http<string>(addr, 'GET', '/api/segment/get/nokey');
+    expect(unknown.status).toBe(500);
+    expect(String(unknown.body)).toMatch(/^Result\{id=-2, status=EXCEPTION\}/);
+    expect(await http(addr, 'GET', '/api/segment/get/web?count=0')).toMatchObject({ status: 400 });
+    expect(await http(addr, 'POST', '/v1/sequences/web/incr', { count: 'x' })).toMatchObject({
+      status: 400,
+      body: { error: 'invalid_argument', message: 'count must be an integer in [1, 2147483647]' },
+    });
+    expect(await http(addr, 'POST', '/v1/sequences', { key: 'web', step: 30 })).toMatchObject({
+      status: 409,
+      body: { error: 'exists' },
+    });
+    expect(await http(addr, 'DELETE', '/v1/sequences/web')).toMatchObject({
+      status: 200,
+      body: { deleted: true },
+    });
+    expect(await http(addr, 'GET', '/v1/sequences/web')).toMatchObject({ status: 404 });
   });
 });
 
