@@ -5,6 +5,7 @@ import { decodeCommand } from './commands/decode.js';
 import { devCommand } from './commands/dev.js';
 import { genCommand } from './commands/gen.js';
 import { layoutsCommand } from './commands/layouts.js';
+import { seqCommand } from './commands/seq.js';
 import { serveCommand } from './commands/serve.js';
 import { userCommand } from './commands/user.js';
 import { type CliIO, CommandFailedError, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UsageError } from './io.js';
@@ -20,6 +21,7 @@ export const COMMANDS: readonly CommandFactory[] = [
   clusterCommand,
   devCommand,
   userCommand,
+  seqCommand,
 ];
 
 /** Build the `floe` program writing to `io`. Commander's own exits are turned into thrown CommanderErrors. */

@@ -1,11 +1,13 @@
 // Sequences on a real 3-node cluster (separate processes) with real Redis clients: redis-cli for the
 // commands and their errors, ioredis for INCR under load across kill -9 and SIGSTOP of the leader,
 // the history checked by src/check (strictly increasing in real time, unique).
+
+import { execFile } from 'node:child_process';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkHistory, checkUniqueIds, increasingIdModel, type Operation } from '../../src/check/index.js';
 import type { IdInput, IdOutput } from '../../src/check/models/unique-id.js';
-import { type Cluster, http, waitForLeader } from './harness.js';
+import { type Cluster, floeBin, http, waitForLeader } from './harness.js';
 import { cliRecord, redisCli, startCluster } from './lease-cluster.js';
 
 let cluster: Cluster;
@@ -140,6 +142,48 @@ describe('sequences over HTTP (JSON and Leaf-compatible)', () => {
       body: { deleted: true },
     });
     expect(await http(addr, 'GET', '/v1/sequences/web')).toMatchObject({ status: 404 });
+  });
+});
+
+describe('floe seq (CLI)', () => {
+  const floe = (...args: string[]) =>
+    new Promise<{ code: number; out: string; err: string }>((resolve) => {
+      execFile(process.execPath, [floeBin, ...args], { timeout: 15_000 }, (e, out, err) =>
+        resolve({
+          code: e ? (typeof e.code === 'number' ? e.code : 1) : 0,
+          out: String(out),
+          err: String(err),
+        }),
+      );
+    });
+  it('create, info, list, delete through any member; bad flags are usage errors', async () => {
+    const ep = cluster.nodes.find((n) => n.spec.id !== leader)!.http;
+    const created = await floe(
+      'seq',
+      'create',
+      'cli-seq',
+      '--step',
+      '50',
+      '--start',
+      '100',
+      '--endpoint',
+      ep,
+    );
+    expect(created.code).toBe(0);
+    expect(JSON.parse(created.out)).toMatchObject({ created: true, key: 'cli-seq', start: '100', step: 50 });
+    expect(JSON.parse((await floe('seq', 'info', 'cli-seq', '--endpoint', ep)).out)).toMatchObject({
+      next: '100',
+    });
+    expect((await floe('seq', 'list', '--endpoint', ep)).out).toContain('cli-seq');
+    expect(JSON.parse((await floe('seq', 'delete', 'cli-seq', '--endpoint', ep)).out)).toMatchObject({
+      deleted: true,
+    });
+    const bad = await floe('seq', 'create', 'x', '--mode', 'fast', '--endpoint', ep);
+    expect(bad.code).toBe(2);
+    expect(bad.err).toMatch(/--mode must be strict or node/);
+    const missing = await floe('seq', 'info', 'nope', '--endpoint', ep);
+    expect(missing.code).toBe(1);
+    expect(missing.err).toMatch(/404/);
   });
 });
 
