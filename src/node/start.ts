@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { pino } from 'pino';
 import { leaseNodeOf } from '../lease/floe-node-adapter.js';
 import { LeaseService } from '../lease/lease-service.js';
-import { SequenceService, sequenceNodeOf } from '../sequences/index.js';
+import { httpRemoteAlloc, SequenceService, sequenceNodeOf } from '../sequences/index.js';
 import { respBackendOf } from '../server/floe-services.js';
 import { addressProof, startHttpAdmin } from '../server/http-admin.js';
 import { type RespServer, startRespServer } from '../server/resp/index.js';
@@ -90,6 +90,8 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
     state: state.sequences,
     owner: `node-${config.nodeId}`,
     autoCreate: config.seqAutoCreate ? {} : undefined,
+    // node-mode sequences: followers allocate their own segments through the leader.
+    remoteAlloc: httpRemoteAlloc({ secret, leaderHttpAddr: () => node.leaderHint()?.httpAddr }),
   });
   const services = { node, leases, sequences, auth: state.auth };
   const httpListen = parseHostPort('--http-addr', config.httpAddr);

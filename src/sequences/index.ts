@@ -1,5 +1,7 @@
 export { sequenceNodeOf } from './floe-node-adapter.js';
+export { allocProof, httpRemoteAlloc, REMOTE_ALLOC_PATH, RemoteAllocError } from './remote-alloc.js';
 export {
+  type AllocCommand,
   type SequenceNode,
   SequenceOverloadedError,
   SequenceRefusedError,

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { unpack } from '../node/envelope.js';
-import { SequenceStateMachine } from '../state/sequences/index.js';
+import { encodeSequenceCommand, SequenceStateMachine } from '../state/sequences/index.js';
 import {
   type SequenceNode,
   SequenceRefusedError,
@@ -206,5 +206,69 @@ describe('SequenceService (strict mode, on the leader)', () => {
       ),
       { numRuns: 150 },
     );
+  });
+});
+
+describe('SequenceService (node mode)', () => {
+  /** Two nodes over one replicated state: node 1 leads, node 2 follows and allocates through it. */
+  async function twoNodes() {
+    const state = new SequenceStateMachine();
+    const leaderNode = new FakeNode(state);
+    const followerNode = new FakeNode(state);
+    followerNode.leader = false;
+    const leader = new SequenceService({ node: leaderNode, state, owner: 'node-1', segmentLifetimeMs: 0 });
+    const follower = new SequenceService({
+      node: followerNode,
+      state,
+      owner: 'node-2',
+      segmentLifetimeMs: 0,
+      remoteAlloc: async (cmd) => leaderNode.propose(encodeSequenceCommand(cmd)) as never,
+    });
+    await leader.create('n', { step: 10, mode: 'node' });
+    return { state, leaderNode, followerNode, leader, follower };
+  }
+
+  it('every node serves from its own segments: unique across nodes, increasing per node, no MOVED', async () => {
+    const { leader, follower } = await twoNodes();
+    expect(follower.servesLocally('n')).toBe(true);
+    const a: bigint[] = [];
+    const b: bigint[] = [];
+    for (let i = 0; i < 30; i++) {
+      a.push(await leader.incrBy('n', 1n));
+      b.push(await follower.incrBy('n', 1n));
+    }
+    const all = new Set([...a, ...b]);
+    expect(all.size).toBe(60);
+    for (const xs of [a, b]) for (let i = 1; i < xs.length; i++) expect(xs[i]!).toBeGreaterThan(xs[i - 1]!);
+  });
+
+  it('a term change does not drop a node-mode segment (no leadership is involved)', async () => {
+    const { follower, followerNode } = await twoNodes();
+    const first = await follower.incrBy('n', 1n);
+    followerNode.newTerm(false);
+    expect(await follower.incrBy('n', 1n)).toBe(first + 1n);
+  });
+
+  it('an alloc answered for another owner is an error, never a segment', async () => {
+    const { state, leaderNode } = await twoNodes();
+    const f = new FakeNode(state);
+    f.leader = false;
+    const svc = new SequenceService({
+      node: f,
+      state,
+      owner: 'node-3',
+      remoteAlloc: async (cmd) =>
+        ({ ...((await leaderNode.propose(encodeSequenceCommand(cmd))) as object), owner: 'node-9' }) as never,
+    });
+    await expect(svc.incrBy('n', 1n)).rejects.toBeInstanceOf(SequenceReplyMismatchError);
+  });
+
+  it('without a way to reach the leader, a follower redirects node-mode keys like strict ones', async () => {
+    const { state } = await twoNodes();
+    const f = new FakeNode(state);
+    f.leader = false;
+    const svc = new SequenceService({ node: f, state, owner: 'node-3' });
+    expect(svc.servesLocally('n')).toBe(false);
+    await expect(svc.incrBy('n', 1n)).rejects.toBeInstanceOf(NotLeader);
   });
 });

@@ -8,6 +8,7 @@ import {
   encodeSequenceCommand,
   MAX_ALLOC,
   MAX_VALUE,
+  type SequenceCommand,
   type SequenceError,
   type SequenceInfo,
   type SequenceResult,
@@ -44,7 +45,15 @@ export interface SequenceServiceOptions {
   maxWaitersPerKey?: number;
   /** Create a missing key on first use with these options; undefined (the default) refuses it. */
   autoCreate?: CreateOptions;
+  /**
+   * How a follower allocates segments of `node`-mode keys: sends the alloc command to the leader
+   * (over HTTP with the cluster secret, see start.ts) and returns its result. Absent: followers
+   * answer node-mode keys with the leader's address, like strict ones.
+   */
+  remoteAlloc?: (cmd: AllocCommand) => Promise<SequenceResult>;
 }
+
+export type AllocCommand = Extract<SequenceCommand, { op: 'alloc' }>;
 
 /** A refusal of the replicated state (not_found, exhausted, exists, invalid_argument, ...). */
 export class SequenceRefusedError extends Error {
@@ -78,6 +87,8 @@ interface Segment {
 
 /** This leader's serving state of one key, valid for one term only. */
 interface KeyState {
+  /** strict: served only in `term`, by the leader. node: this node's own segments, any role. */
+  strict: boolean;
   term: number;
   current: Segment | undefined;
   spare: Segment | undefined;
@@ -108,6 +119,8 @@ interface KeyState {
  */
 export class SequenceService {
   private readonly keys = new Map<string, KeyState>();
+  /** `node`-mode keys: this node's own segments survive role and term changes. */
+  private readonly nodeKeys = new Map<string, KeyState>();
   private readonly confirmer: ReadCoalescer;
   private readonly mono: () => number;
   private readonly prefetchAt: number;
@@ -146,10 +159,15 @@ export class SequenceService {
         code: 'invalid_argument',
         message: `count must be in [1, ${MAX_ALLOC}], got ${count}`,
       });
+    if (this.servesLocally(key)) return this.incrNodeMode(key, count);
     if (!this.o.node.isLeader()) throw this.o.node.notLeaderError();
     const term = this.o.node.term();
     const confirmed = this.confirmer.confirm();
     await this.ensureExists(key);
+    if (this.o.state.get(key)?.mode === 'node') {
+      confirmed.catch(() => {});
+      return this.incrNodeMode(key, count);
+    }
     await confirmed;
     // The round started after the request arrived, while this node led `term`; serve only in it.
     if (!this.o.node.isLeader() || this.o.node.term() !== term) throw this.o.node.notLeaderError();
@@ -179,11 +197,86 @@ export class SequenceService {
   }
 
   /**
+   * True when this node answers `key` itself, in any role: a `node`-mode sequence it knows of, and a
+   * way to allocate segments (it leads, or it can ask the leader). Servers use it to decide MOVED.
+   */
+  servesLocally(key: string): boolean {
+    return (
+      this.o.state.get(key)?.mode === 'node' && (this.o.node.isLeader() || this.o.remoteAlloc !== undefined)
+    );
+  }
+
+  /**
+   * `node` mode: values from this node's own segments. Unique across the cluster (segments are
+   * allocated through the log), increasing per node; no leadership check, since no order across
+   * nodes is promised. A restart leaves the rest of its segments unused (a gap).
+   */
+  private async incrNodeMode(key: string, count: bigint): Promise<bigint> {
+    for (;;) {
+      const ks = this.nodeStateOf(key);
+      const took = this.take(key, ks, count);
+      if (took !== undefined) {
+        this.maybePrefetch(key, ks);
+        return took;
+      }
+      if (count > BigInt(ks.step)) {
+        const seg = await this.allocate(key, ks, Number(count), true);
+        if (this.nodeKeys.get(key) !== ks) continue;
+        if (ks.lastIssued !== undefined && seg.next <= ks.lastIssued) continue; // defensive: never go back
+        ks.lastIssued = seg.end - 1n;
+        return seg.end - 1n;
+      }
+      if (ks.waiters >= this.maxWaiters) throw new SequenceOverloadedError(key, this.maxWaiters);
+      ks.waiters++;
+      try {
+        await this.fetch(key, ks);
+      } finally {
+        ks.waiters--;
+      }
+    }
+  }
+
+  private nodeStateOf(key: string): KeyState {
+    let ks = this.nodeKeys.get(key);
+    if (!ks) {
+      ks = this.newKeyState(key, false, 0);
+      this.nodeKeys.set(key, ks);
+    }
+    return ks;
+  }
+
+  private newKeyState(key: string, strict: boolean, term: number): KeyState {
+    return {
+      strict,
+      term,
+      current: undefined,
+      spare: undefined,
+      fetching: undefined,
+      step: this.o.state.get(key)?.step ?? 1000,
+      currentSince: this.mono(),
+      lastIssued: undefined,
+      waiters: 0,
+    };
+  }
+
+  /** The map a key's serving state lives in. */
+  private mapOf(ks: KeyState): Map<string, KeyState> {
+    return ks.strict ? this.keys : this.nodeKeys;
+  }
+
+  /**
    * The last value this leader issued for `key`, or, when it issued none since it was elected, the
    * highest value anyone may have issued (the first value of its current segment minus one, or the
    * high-water mark minus one). Never below an issued value, never above a value issued later.
    */
   async get(key: string): Promise<bigint> {
+    if (this.servesLocally(key)) {
+      // node mode: what this node issued (no order across nodes is promised).
+      const ks = this.nodeKeys.get(key);
+      if (ks?.lastIssued !== undefined) return ks.lastIssued;
+      if (ks?.current) return ks.current.next - 1n;
+      return BigInt(this.o.state.get(key)?.next ?? '1') - 1n;
+    }
     if (!this.o.node.isLeader()) throw this.o.node.notLeaderError();
     const term = this.o.node.term();
     await this.confirmer.confirm();
@@ -234,6 +327,7 @@ export class SequenceService {
     if (r.op !== 'delete' || r.key !== key)
       throw new SequenceReplyMismatchError(`delete ${key} answered with ${describe(r)}`);
     this.keys.delete(key);
+    this.nodeKeys.delete(key);
   }
 
   /** Linearizable on the leader (ReadIndex); `stale` reads this node's applied state. */
@@ -273,17 +367,7 @@ export class SequenceService {
   private stateOf(key: string, term: number): KeyState {
     let ks = this.keys.get(key);
     if (!ks || ks.term !== term) {
-      const info = this.o.state.get(key);
-      ks = {
-        term,
-        current: undefined,
-        spare: undefined,
-        fetching: undefined,
-        step: info?.step ?? 1000,
-        currentSince: this.mono(),
-        lastIssued: undefined,
-        waiters: 0,
-      };
+      ks = this.newKeyState(key, true, term);
       this.keys.set(key, ks);
     }
     return ks;
@@ -295,7 +379,8 @@ export class SequenceService {
    * segment) is dropped: values only ever go up.
    */
   private take(key: string, ks: KeyState, count: bigint): bigint | undefined {
-    if (!this.o.node.isLeader() || this.o.node.term() !== ks.term) throw this.o.node.notLeaderError();
+    if (ks.strict && (!this.o.node.isLeader() || this.o.node.term() !== ks.term))
+      throw this.o.node.notLeaderError();
     const floor = ks.lastIssued === undefined ? undefined : ks.lastIssued + 1n;
     for (;;) {
       const cur = ks.current;
@@ -336,7 +421,8 @@ export class SequenceService {
     if (ks.fetching) return ks.fetching;
     const p = this.allocate(key, ks, ks.step, false)
       .then((seg) => {
-        if (this.keys.get(key) !== ks) return; // a new term: this segment is left unused (a gap)
+        if (this.mapOf(ks).get(key) !== ks) return; // a new term: this segment is left unused (a gap)
+        if (ks.lastIssued !== undefined && seg.next <= ks.lastIssued) return; // below what was issued
         if (!ks.current || ks.current.next >= ks.current.end) {
           if (ks.current) this.adapt(key, ks, ks.current);
           ks.current = seg;
@@ -352,7 +438,7 @@ export class SequenceService {
 
   private async allocate(key: string, ks: KeyState, count: number, exact: boolean): Promise<Segment> {
     const r = await this.proposeAlloc(key, count, exact);
-    if (this.o.node.term() !== ks.term) throw this.o.node.notLeaderError();
+    if (ks.strict && this.o.node.term() !== ks.term) throw this.o.node.notLeaderError();
     const start = BigInt(r.start);
     const end = BigInt(r.end);
     if (start < 0n || end > MAX_VALUE + 1n || end <= start)
@@ -367,9 +453,11 @@ export class SequenceService {
     requestId?: string,
   ): Promise<AllocOk> {
     const id = requestId ?? `${this.o.owner}:${this.incarnation}:${++this.requestSeq}`;
-    const r = (await this.o.node.propose(
-      encodeSequenceCommand({ op: 'alloc', key, count, owner: this.o.owner, requestId: id, exact }),
-    )) as SequenceResult;
+    const cmd: AllocCommand = { op: 'alloc', key, count, owner: this.o.owner, requestId: id, exact };
+    const r =
+      !this.o.node.isLeader() && this.o.remoteAlloc
+        ? await this.o.remoteAlloc(cmd)
+        : ((await this.o.node.propose(encodeSequenceCommand(cmd))) as SequenceResult);
     if (!r.ok) throw new SequenceRefusedError(r);
     if (r.op !== 'alloc' || r.key !== key || r.requestId !== id || r.owner !== this.o.owner)
       throw new SequenceReplyMismatchError(`alloc ${key} (${id}) answered with ${describe(r)}`);

@@ -192,6 +192,7 @@ export function sequenceBackendOf(seqs: SequenceService): SequenceBackend {
     }
   };
   return {
+    servesLocally: (key) => seqs.servesLocally(key),
     create: (req) =>
       call(async () => {
         const r = await seqs.create(req.key, {

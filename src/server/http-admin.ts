@@ -3,7 +3,14 @@ import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import { Counter, collectDefaultMetrics, Gauge, Registry } from 'prom-client';
 import { NotLeaderError } from '../node/errors.js';
 import type { FloeNode } from '../node/node.js';
+import { allocProof, REMOTE_ALLOC_PATH } from '../sequences/remote-alloc.js';
 import { encodeKvCommand, type KvResult, type KvStateMachine } from '../state/kv-state-machine.js';
+import {
+  encodeSequenceCommand,
+  parseSequenceCommand,
+  SEQUENCE_NAMESPACE,
+  type SequenceResult,
+} from '../state/sequences/index.js';
 import type { FloeServices } from './floe-services.js';
 import { registerFloeApi } from './http-api.js';
 import { type ErrorBody, sendHttpError } from './http-errors.js';
@@ -69,6 +76,29 @@ export async function startHttpAdmin(opts: HttpAdminOptions): Promise<FastifyIns
   });
 
   app.get('/v1/cluster', async () => clusterView(node));
+
+  // A follower allocates a segment of a node-mode sequence through the leader. Members only: the
+  // request carries an HMAC of the command under the cluster secret (allocProof).
+  app.post<{ Body: Record<string, unknown> }>(REMOTE_ALLOC_PATH, async (req, reply) => {
+    const b = req.body ?? {};
+    const cmd = parseSequenceCommand({ ...b, ns: SEQUENCE_NAMESPACE, op: 'alloc', proof: undefined });
+    if ('ok' in cmd) return reply.code(400).send(cmd);
+    if (cmd.op !== 'alloc') return reply.code(400).send({ error: 'bad_command', message: 'alloc expected' });
+    const expected = opts.clusterSecret ? allocProof(opts.clusterSecret, cmd) : undefined;
+    if (!expected || typeof b.proof !== 'string' || !safeEqual(b.proof, expected))
+      return reply
+        .code(403)
+        .send({ error: 'forbidden', message: 'segment allocation needs the cluster secret' });
+    if (!node.isLeader) return fail(reply, new NotLeaderError(node.id, node.leaderHint()), req.url);
+    try {
+      const r = (await node.propose(encodeSequenceCommand(cmd))) as SequenceResult;
+      return reply
+        .code(r.ok ? 200 : r.code === 'not_found' ? 404 : r.code === 'exhausted' ? 409 : 400)
+        .send(r);
+    } catch (err) {
+      return fail(reply, err, req.url);
+    }
+  });
 
   // A follower asks the leader to record its client addresses in the log. Only members may: the
   // request carries an HMAC of its fields under the cluster secret (see addressProof).

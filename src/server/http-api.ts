@@ -29,9 +29,12 @@ const OPEN_PATHS = new Set(['/healthz', '/readyz', '/metrics', '/v1/cluster']);
 /** Members publishing their addresses prove the cluster secret instead (HMAC in the body). */
 const MEMBER_ADDRESSES = /^\/v1\/members\/\d+\/addresses$/;
 
+/** Followers allocating node-mode segments through the leader prove the cluster secret too. */
+const MEMBER_SEQUENCE_ALLOC = '/v1/internal/sequences/alloc';
+
 function isOpen(url: string): boolean {
   const path = url.split('?')[0] ?? '';
-  return OPEN_PATHS.has(path) || MEMBER_ADDRESSES.test(path);
+  return OPEN_PATHS.has(path) || MEMBER_ADDRESSES.test(path) || path === MEMBER_SEQUENCE_ALLOC;
 }
 
 /**

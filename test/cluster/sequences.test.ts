@@ -145,6 +145,47 @@ describe('sequences over HTTP (JSON and Leaf-compatible)', () => {
   });
 });
 
+describe('node mode: every member serves its own segments', () => {
+  it('INCR on every member without MOVED: unique across members, increasing per member', async () => {
+    await cli('SEQ.CREATE', 'per-node', 'MODE', 'node', 'STEP', '25');
+    const perNode = new Map<number, bigint[]>();
+    const clients = cluster.nodes.map((n) => ({
+      id: n.spec.id,
+      r: new Redis({ port: n.spec.respPort, host: '127.0.0.1' }),
+    }));
+    try {
+      await Promise.all(
+        clients.map(async ({ id, r }) => {
+          const got: bigint[] = [];
+          for (let i = 0; i < 200; i++) got.push(BigInt((await r.call('INCR', 'per-node')) as number));
+          perNode.set(id, got);
+        }),
+      );
+    } finally {
+      for (const { r } of clients) r.disconnect();
+    }
+    const all = [...perNode.values()].flat();
+    expect(new Set(all).size).toBe(600);
+    for (const got of perNode.values())
+      for (let i = 1; i < got.length; i++) expect(got[i]!).toBeGreaterThan(got[i - 1]!);
+    // The members-only allocation route refuses a caller without the cluster secret.
+    const forged = await http(cluster.node(leader).http, 'POST', '/v1/internal/sequences/alloc', {
+      key: 'per-node',
+      count: 1000,
+      owner: 'node-9',
+      requestId: 'x',
+      exact: false,
+      proof: 'f'.repeat(64),
+    });
+    expect(forged).toMatchObject({ status: 403, body: { error: 'forbidden' } });
+    // HTTP too, on a follower, answered there (no redirect).
+    const f = cluster.nodes.find((n) => n.spec.id !== leader)!;
+    const res = await fetch(`http://${f.http}/api/segment/get/per-node`, { redirect: 'manual' });
+    expect(res.status).toBe(200);
+    expect(all).not.toContain(BigInt(await res.text()));
+  });
+});
+
 describe('floe seq (CLI)', () => {
   const floe = (...args: string[]) =>
     new Promise<{ code: number; out: string; err: string }>((resolve) => {

@@ -60,6 +60,8 @@ export interface RespBackend {
  * INCR/INCRBY/SEQ.ALLOC, `read` for GET/SEQ.INFO/SEQ.LIST, `admin` for SEQ.CREATE/SEQ.DELETE).
  */
 export interface SequenceBackend {
+  /** True when this member answers `key` itself in any role (a `node`-mode sequence). */
+  servesLocally(key: string): boolean;
   create(req: SeqCreateRequest): Promise<{ created: boolean; info: SequenceInfoReply }>;
   info(key: string, stale: boolean): Promise<SequenceInfoReply | undefined>;
   list(stale: boolean): Promise<SequenceInfoReply[]>;

@@ -50,6 +50,11 @@ export interface CommandSpec {
   subcommands?: ReadonlyMap<string, CommandSpec>;
   /** For subcommands: the container's name (`client`), making the full name `client|setname`. */
   container?: string;
+  /**
+   * A keyed command this member may serve itself in any role (no MOVED), e.g. INCR on a `node`-mode
+   * sequence. Checked before the MOVED decision; must be cheap and synchronous.
+   */
+  servedLocally?: (backend: RespBackend, key: Buffer) => boolean;
 }
 
 export type CommandSpecInput = Omit<CommandSpec, 'firstKey' | 'lastKey' | 'step' | 'since' | 'subcommands'> &

@@ -57,7 +57,7 @@ export function dispatch(ctx: CommandContext, args: Buffer[]): Reply | Promise<R
     );
   }
   const key = spec.firstKey > 0 ? args[spec.firstKey] : undefined;
-  if (key !== undefined && server.backend.role() !== 'leader') {
+  if (key !== undefined && server.backend.role() !== 'leader' && !spec.servedLocally?.(server.backend, key)) {
     const write = spec.flags.includes('write');
     if (write || !session.readonlyMode) return fail(server, redirect(server, key, undefined));
   }

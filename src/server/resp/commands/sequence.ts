@@ -1,4 +1,4 @@
-import type { LeasePermission, SequenceBackend, SequenceInfoReply } from '../backend.js';
+import type { LeasePermission, RespBackend, SequenceBackend, SequenceInfoReply } from '../backend.js';
 import { type CommandContext, type CommandSpecInput, lower, text } from '../command.js';
 import { errors, RespError } from '../errors.js';
 import { R, type Reply } from '../reply.js';
@@ -18,6 +18,7 @@ export const sequenceCommands: CommandSpecInput[] = [
     firstKey: 1,
     group: 'string',
     summary: 'INCR key: the next value of sequence key (strictly increasing across the cluster).',
+    servedLocally: local,
     since: '0.1.0',
     handler: async (ctx, args) => {
       const key = keyArg(args[1]);
@@ -32,6 +33,7 @@ export const sequenceCommands: CommandSpecInput[] = [
     firstKey: 1,
     group: 'string',
     summary: 'INCRBY key n: reserves the next n values of sequence key and returns the last of them.',
+    servedLocally: local,
     since: '0.1.0',
     handler: async (ctx, args) => {
       const key = keyArg(args[1]);
@@ -48,6 +50,7 @@ export const sequenceCommands: CommandSpecInput[] = [
     firstKey: 1,
     group: 'string',
     summary: 'GET key: the last value of sequence key issued by the leader (nil when no such sequence).',
+    servedLocally: local,
     since: '0.1.0',
     handler: async (ctx, args) => {
       const key = keyArg(args[1]);
@@ -148,6 +151,11 @@ export const sequenceCommands: CommandSpecInput[] = [
     },
   },
 ];
+
+/** `node`-mode sequences are served by every member (no MOVED). */
+function local(backend: RespBackend, key: Buffer): boolean {
+  return backend.sequences?.servesLocally(key.toString('utf8')) ?? false;
+}
 
 function backendOf(ctx: CommandContext): SequenceBackend {
   const b = ctx.server.backend.sequences;

@@ -1,0 +1,58 @@
+import { createHmac } from 'node:crypto';
+import type { SequenceResult } from '../state/sequences/index.js';
+import type { AllocCommand } from './sequence-service.js';
+
+/** The internal route a follower sends node-mode allocations to (HMAC under the cluster secret). */
+export const REMOTE_ALLOC_PATH = '/v1/internal/sequences/alloc';
+
+/** Proves an alloc request comes from a member: an HMAC of every field under the cluster secret. */
+export function allocProof(secret: string, cmd: AllocCommand): string {
+  return createHmac('sha256', secret)
+    .update(`floe-seq-alloc\n${cmd.key}\n${cmd.count}\n${cmd.owner}\n${cmd.requestId}\n${cmd.exact}`)
+    .digest('hex');
+}
+
+export interface HttpRemoteAllocOptions {
+  secret: string;
+  /** The leader's HTTP address as this node knows it, if any. */
+  leaderHttpAddr: () => string | undefined;
+  timeoutMs?: number;
+}
+
+/** A follower's `remoteAlloc`: POSTs the command to the leader and returns its result (checked by the caller). */
+export function httpRemoteAlloc(o: HttpRemoteAllocOptions): (cmd: AllocCommand) => Promise<SequenceResult> {
+  return async (cmd) => {
+    let addr = o.leaderHttpAddr();
+    for (let hop = 0; hop < 2; hop++) {
+      if (!addr) throw new RemoteAllocError('no leader is known to allocate a segment');
+      const res = await fetch(`http://${addr}${REMOTE_ALLOC_PATH}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ ...cmd, proof: allocProof(o.secret, cmd) }),
+        redirect: 'manual',
+        signal: AbortSignal.timeout(o.timeoutMs ?? 3000),
+      }).catch((err: unknown) => {
+        throw new RemoteAllocError(`the leader at ${addr} did not answer: ${(err as Error).message}`);
+      });
+      const body = (await res.json().catch(() => ({}))) as Record<string, unknown>;
+      if (res.status === 307) {
+        addr = (body.leader as { httpAddr?: string } | undefined)?.httpAddr;
+        continue;
+      }
+      if (res.status === 200 || res.status === 409 || res.status === 404 || res.status === 400)
+        return body as unknown as SequenceResult;
+      throw new RemoteAllocError(
+        `the leader refused the allocation (${res.status} ${String(body.message ?? '')})`,
+      );
+    }
+    throw new RemoteAllocError('the leader kept moving');
+  };
+}
+
+/** Named like the node's overload error so servers answer it -TRYAGAIN / 429: retrying is safe. */
+export class RemoteAllocError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'OverloadedError';
+  }
+}
