@@ -1,12 +1,15 @@
 import { randomBytes, randomInt } from 'node:crypto';
+import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { pino } from 'pino';
+import { FloeClient } from '../client/floe-client.js';
 import { leaseNodeOf } from '../lease/floe-node-adapter.js';
 import { LeaseService } from '../lease/lease-service.js';
 import { httpRemoteAlloc, SequenceService, sequenceNodeOf } from '../sequences/index.js';
 import { respBackendOf } from '../server/floe-services.js';
 import { addressProof, startHttpAdmin } from '../server/http-admin.js';
 import { type RespServer, startRespServer } from '../server/resp/index.js';
+import { memberFetch, SnowflakeService } from '../snowflakes/index.js';
 import { FloeStateMachine } from '../state/floe-state-machine.js';
 import { DurableStorage } from '../storage/durable-storage.js';
 import { PeerTransport } from '../transport/index.js';
@@ -21,6 +24,7 @@ export interface RunningNode {
   resp: RespServer;
   leases: LeaseService;
   sequences: SequenceService;
+  snowflakes: SnowflakeService;
   transport: PeerTransport;
   config: ServeConfig;
   logger: pino.Logger;
@@ -93,7 +97,20 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
     // node-mode sequences: followers allocate their own segments through the leader.
     remoteAlloc: httpRemoteAlloc({ secret, leaderHttpAddr: () => node.leaderHint()?.httpAddr }),
   });
-  const services = { node, leases, sequences, auth: state.auth };
+  // Server-side Snowflake: this node leases its own worker ID per key through its own HTTP API
+  // (followed to the leader), as a member, with the same SDK embedded users run.
+  const snowflakes = new SnowflakeService({
+    state: state.snowflakes,
+    propose: (cmd) => node.propose(cmd),
+    configurePool: async (app, bits, dcBits) => {
+      const r = await leases.configurePool(app, bits, dcBits);
+      return r.ok ? { ok: true } : { ok: false, message: r.message };
+    },
+    client: new FloeClient({ endpoints: [config.httpAddr], fetch: memberFetch(secret, config.nodeId) }),
+    holder: `floe-node-${config.nodeId}`,
+    cacheDir: join(config.dataDir, 'snowflake-leases'),
+  });
+  const services = { node, leases, sequences, snowflakes, auth: state.auth, memberSecret: secret };
   const httpListen = parseHostPort('--http-addr', config.httpAddr);
   const respListen = parseHostPort('--resp-addr', config.respAddr);
   let http: FastifyInstance | undefined;
@@ -153,11 +170,14 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
     resp,
     leases,
     sequences,
+    snowflakes,
     transport,
     config,
     logger,
     close(reason = 'shutdown') {
       closing ??= (async () => {
+        // Hand the worker IDs back while the cluster can still take the release.
+        await Promise.race([snowflakes.close(), new Promise((r) => setTimeout(r, 2000))]);
         leases.close();
         sequences.close();
         stopPublishing();

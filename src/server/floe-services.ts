@@ -1,3 +1,5 @@
+import { FloeClientError } from '../client/errors.js';
+import { FloeIdError } from '../id/errors.js';
 import { LeaseReplyMismatchError, type LeaseService } from '../lease/lease-service.js';
 import { NotLeaderError } from '../node/errors.js';
 import type { FloeNode } from '../node/node.js';
@@ -6,6 +8,7 @@ import {
   SequenceReplyMismatchError,
   type SequenceService,
 } from '../sequences/index.js';
+import { SnowflakeRefusedError, type SnowflakeService } from '../snowflakes/snowflake-service.js';
 import type { AuthStateMachine, Permission } from '../state/auth/index.js';
 import type { LeaseError, LeaseGrant } from '../state/leases/index.js';
 import { MAX_VALUE, type SequenceInfo } from '../state/sequences/index.js';
@@ -16,6 +19,7 @@ import {
   type RespMember,
   type SequenceBackend,
   type SequenceInfoReply,
+  type SnowflakeBackend,
   type WorkerAcquireRequest,
   type WorkerListRequest,
   type WorkerReleaseRequest,
@@ -28,6 +32,10 @@ export interface FloeServices {
   leases: LeaseService;
   /** Absent where a node serves no sequences (some tests). */
   sequences?: SequenceService;
+  /** Server-side Snowflake; absent in some tests. */
+  snowflakes?: SnowflakeService;
+  /** The cluster secret: members may call the lease API as themselves (member-auth.ts). */
+  memberSecret?: string;
   auth: AuthStateMachine;
 }
 
@@ -168,6 +176,27 @@ export function respBackendOf(s: FloeServices): RespBackend {
       return () => node.off('role', listener);
     },
     ...(s.sequences ? { sequences: sequenceBackendOf(s.sequences) } : {}),
+    ...(s.snowflakes ? { snowflakes: snowflakeBackendOf(s.snowflakes) } : {}),
+  };
+}
+
+/** The RESP server's Snowflake keys: refusals and the SDK's errors become `-ERR` / `-TRYAGAIN` lines. */
+export function snowflakeBackendOf(sf: SnowflakeService): SnowflakeBackend {
+  const call = async <T>(fn: () => Promise<T>): Promise<T> => {
+    try {
+      return await fn();
+    } catch (err) {
+      if (err instanceof SnowflakeRefusedError) throw new BackendError('ERR', err.message);
+      // The lease could not be had or is gone (cluster away, pool full, deadline): retry shortly.
+      if (err instanceof FloeClientError || err instanceof FloeIdError)
+        throw new BackendError('TRYAGAIN', err.message);
+      throw err;
+    }
+  };
+  return {
+    create: (key, layout, ttlMs) => call(() => sf.create(key, layout, ttlMs)),
+    info: (key) => sf.info(key),
+    next: (key, count) => call(() => sf.next(key, count)),
   };
 }
 

@@ -16,13 +16,20 @@ import {
   unwrap,
 } from './floe-services.js';
 import { registerSequenceApi } from './http-sequences.js';
+import { registerSnowflakeApi } from './http-snowflakes.js';
+import { MEMBER_HEADER, verifyMemberHeader } from './member-auth.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
     /** The authenticated user (undefined while auth is disabled). */
     floeUser?: string;
+    /** A cluster member calling as itself (x-floe-member, see member-auth.ts). */
+    floeMember?: number;
   }
 }
+
+/** What a member calling as itself may do: hold leases (server-side Snowflake), nothing else. */
+const MEMBER_PERMISSIONS: ReadonlySet<Permission> = new Set(['acquire', 'renew', 'release', 'read']);
 
 /** Paths anyone may read, with or without auth: probes and the cluster view. */
 const OPEN_PATHS = new Set(['/healthz', '/readyz', '/metrics', '/v1/cluster']);
@@ -51,6 +58,14 @@ export function registerFloeApi(
 
   app.addHook('onRequest', async (req, reply) => {
     if (!auth.authEnabled || isOpen(req.url)) return;
+    const member = req.headers[MEMBER_HEADER];
+    if (typeof member === 'string' && s.memberSecret) {
+      const id = verifyMemberHeader(s.memberSecret, member, req.method, req.url.split('?')[0] ?? '');
+      if (id === undefined)
+        return reply.code(401).send({ error: 'unauthorized', message: `invalid ${MEMBER_HEADER} header` });
+      req.floeMember = id;
+      return;
+    }
     const header = req.headers.authorization;
     const cached = header ? verified.get(header) : undefined;
     if (cached && cached.revision === auth.revision) {
@@ -70,7 +85,10 @@ export function registerFloeApi(
   });
 
   const allowed = (req: FastifyRequest, reply: FastifyReply, appName: string, perm: Permission): boolean => {
-    if (auth.permits(req.floeUser, appName, perm)) return true;
+    if (
+      req.floeMember !== undefined ? MEMBER_PERMISSIONS.has(perm) : auth.permits(req.floeUser, appName, perm)
+    )
+      return true;
     void reply.code(403).send({
       error: 'forbidden',
       message: `user ${req.floeUser ?? '(none)'} lacks ${perm} permission on app ${appName}`,
@@ -78,12 +96,14 @@ export function registerFloeApi(
     return false;
   };
 
-  if (s.sequences)
-    registerSequenceApi(app, s.sequences, {
-      allowed,
-      may: (req, resource, perm) => auth.permits(req.floeUser, resource, perm),
-      fail,
-    });
+  const helpers = {
+    allowed,
+    may: (req: FastifyRequest, resource: string, perm: Permission) =>
+      req.floeMember === undefined && auth.permits(req.floeUser, resource, perm),
+    fail,
+  };
+  if (s.sequences) registerSequenceApi(app, s.sequences, helpers);
+  if (s.snowflakes) registerSnowflakeApi(app, s.snowflakes, helpers);
 
   const leaseFail = (reply: FastifyReply, err: unknown, path: string): FastifyReply => {
     if (err instanceof LeaseRefusedError) {
@@ -128,10 +148,13 @@ export function registerFloeApi(
       path.startsWith('/v1/users') ||
       path === '/v1/sequences' ||
       path.startsWith('/v1/sequences/') ||
-      path.startsWith('/api/segment/')
+      path.startsWith('/api/segment/') ||
+      path === '/v1/snowflakes' ||
+      path.startsWith('/v1/snowflakes/') ||
+      path.startsWith('/api/snowflake/')
     )
       return;
-    if (!auth.permits(req.floeUser, '*', 'admin')) {
+    if (req.floeMember !== undefined || !auth.permits(req.floeUser, '*', 'admin')) {
       return reply
         .code(403)
         .send({ error: 'forbidden', message: `user ${req.floeUser} lacks admin permission on *` });

@@ -46,6 +46,8 @@ export interface RespBackend {
   workerList(req: WorkerListRequest): Promise<LeaseReply[]>;
   /** Sequences (SEQ.*, INCR, INCRBY, GET). Absent: those commands answer that sequences are not served here. */
   sequences?: SequenceBackend;
+  /** Server-side Snowflake (SNOWFLAKE.NEXT/CREATE/INFO). */
+  snowflakes?: SnowflakeBackend;
   /**
    * Optional: call `listener` whenever the leader or membership may have changed; returns an unsubscribe function.
    * With it the server publishes `+switch-master` to Sentinel subscribers when the leader moves.
@@ -73,6 +75,23 @@ export interface SequenceBackend {
   get(key: string): Promise<bigint | undefined>;
   /** A segment [start, end) of exactly `count` values for a client. */
   alloc(key: string, count: number): Promise<{ start: bigint; end: bigint }>;
+}
+
+/** Server-side Snowflake: NEXT is served by every member from its own leased worker ID. */
+export interface SnowflakeBackend {
+  create(
+    key: string,
+    layout?: string,
+    ttlMs?: number,
+  ): Promise<{ created: boolean; info: SnowflakeKeyReply }>;
+  info(key: string): SnowflakeKeyReply | undefined;
+  next(key: string, count: number): Promise<bigint[]>;
+}
+
+export interface SnowflakeKeyReply {
+  key: string;
+  layout: string;
+  ttlMs: number;
 }
 
 export interface SeqCreateRequest {

@@ -12,6 +12,8 @@ export {
   type SeqCreateRequest,
   type SequenceBackend,
   type SequenceInfoReply,
+  type SnowflakeBackend,
+  type SnowflakeKeyReply,
   type WorkerAcquireRequest,
   type WorkerListRequest,
   type WorkerReleaseRequest,

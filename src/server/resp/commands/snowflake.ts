@@ -1,10 +1,89 @@
 import { DEFAULT_LAYOUT_NAME, decode, FloeIdError, getLayout, type Layout } from '../../../id/index.js';
-import { type CommandSpecInput, lower, text } from '../command.js';
+import type { LeasePermission, SnowflakeBackend } from '../backend.js';
+import { type CommandContext, type CommandSpecInput, integerArg, lower, text } from '../command.js';
 import { errors, RespError } from '../errors.js';
 import { R } from '../reply.js';
 
-/** SNOWFLAKE.DECODE: pure, answered by any node. */
+/**
+ * SNOWFLAKE.DECODE: pure, answered by any node. SNOWFLAKE.NEXT: every node serves IDs from its own
+ * leased worker ID (no MOVED). SNOWFLAKE.CREATE / SNOWFLAKE.INFO: the per-key layout, on the leader.
+ */
 export const snowflakeCommands: CommandSpecInput[] = [
+  {
+    name: 'snowflake.next',
+    arity: -2,
+    flags: ['write', 'fast'],
+    firstKey: 1,
+    group: 'floe',
+    summary:
+      'SNOWFLAKE.NEXT key [COUNT n]: the next ID (or n IDs, an array) of key from this node’s leased worker ID.',
+    since: '0.1.0',
+    servedLocally: () => true,
+    handler: async (ctx, args) => {
+      const key = text(args[1]);
+      let count = 1;
+      if (args.length > 2) {
+        if (args.length !== 4 || lower(args[2]) !== 'count') throw errors.syntax();
+        count = integerArg(args[3]);
+        if (count < 1 || count > 100_000) throw new RespError('ERR COUNT must be in [1, 100000]');
+      }
+      authorizeKey(ctx, key, 'issue');
+      const ids = await snowflakesOf(ctx).next(key, count);
+      return args.length > 2 ? R.array(ids.map((id) => R.int(id))) : R.int(ids[0]!);
+    },
+  },
+  {
+    name: 'snowflake.create',
+    arity: -2,
+    flags: ['write'],
+    firstKey: 1,
+    group: 'floe',
+    summary:
+      'SNOWFLAKE.CREATE key [LAYOUT floe|twitter|sonyflake|baidu] [TTL ms]: IDs of key use this layout.',
+    since: '0.1.0',
+    handler: async (ctx, args) => {
+      const key = text(args[1]);
+      let layout: string | undefined;
+      let ttlMs: number | undefined;
+      for (let i = 2; i < args.length; i += 2) {
+        const opt = lower(args[i]);
+        if (i + 1 >= args.length) throw errors.syntax();
+        if (opt === 'layout') layout = text(args[i + 1]);
+        else if (opt === 'ttl') ttlMs = integerArg(args[i + 1]);
+        else throw errors.syntax();
+      }
+      authorizeKey(ctx, key, 'admin');
+      const r = await snowflakesOf(ctx).create(key, layout, ttlMs);
+      return R.record([
+        ['key', r.info.key],
+        ['layout', r.info.layout],
+        ['ttl_ms', r.info.ttlMs],
+        ['created', r.created ? 1 : 0],
+      ]);
+    },
+  },
+  {
+    name: 'snowflake.info',
+    arity: 2,
+    flags: ['readonly'],
+    firstKey: 1,
+    group: 'floe',
+    summary: 'SNOWFLAKE.INFO key: the layout and lease TTL of key (nil when none).',
+    since: '0.1.0',
+    servedLocally: () => true,
+    handler: async (ctx, args) => {
+      const key = text(args[1]);
+      authorizeKey(ctx, key, 'read');
+      const info = snowflakesOf(ctx).info(key);
+      return info
+        ? R.record([
+            ['key', info.key],
+            ['layout', info.layout],
+            ['ttl_ms', info.ttlMs],
+          ])
+        : R.NULL;
+    },
+  },
   {
     name: 'snowflake.decode',
     arity: -2,
@@ -39,3 +118,15 @@ export const snowflakeCommands: CommandSpecInput[] = [
     },
   },
 ];
+
+function snowflakesOf(ctx: CommandContext): SnowflakeBackend {
+  const b = ctx.server.backend.snowflakes;
+  if (!b) throw new RespError('ERR server-side Snowflake is not served by this server');
+  return b;
+}
+
+function authorizeKey(ctx: CommandContext, key: string, perm: LeasePermission): void {
+  const check = ctx.server.backend.authorize;
+  if (check && !check.call(ctx.server.backend, ctx.session.user, key, perm))
+    throw new RespError(`NOPERM this user has no permissions to ${perm} snowflake key '${key.slice(0, 64)}'`);
+}

@@ -1,0 +1,6 @@
+export { memberFetch } from './member-fetch.js';
+export {
+  SnowflakeRefusedError,
+  SnowflakeService,
+  type SnowflakeServiceOptions,
+} from './snowflake-service.js';

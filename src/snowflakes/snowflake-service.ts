@@ -1,0 +1,158 @@
+import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { LeaseLostError } from '../client/errors.js';
+import type { FloeClient } from '../client/floe-client.js';
+import type { WorkerLease } from '../client/worker-lease.js';
+import { getLayout, type Snowflake } from '../id/index.js';
+import {
+  DEFAULT_SNOWFLAKE_TTL_MS,
+  encodeSnowflakeKeyCommand,
+  parseSnowflakeKeyCommand,
+  type SnowflakeKeyInfo,
+  type SnowflakeKeyResult,
+  type SnowflakeKeysStateMachine,
+} from '../state/snowflakes/snowflake-keys.js';
+
+export interface SnowflakeServiceOptions {
+  state: SnowflakeKeysStateMachine;
+  /** Proposes a command on this node (leader only; followers answer NotLeaderError). */
+  propose(command: Uint8Array): Promise<unknown>;
+  /** Sizes the key's lease pool for its layout (the lease service's configurePool). */
+  configurePool(
+    app: string,
+    bits: number,
+    datacenterBits: number,
+  ): Promise<{ ok: boolean; message?: string }>;
+  /** This node's SDK client (its own HTTP API, following the leader; authenticated as a member). */
+  client: FloeClient;
+  /** The lease holder's name, e.g. `floe-node-1`: a restarted node gets its worker ID back. */
+  holder: string;
+  /** Directory for the lease caches (one file per key), so a restart resumes at once. None: no cache. */
+  cacheDir?: string;
+}
+
+/** A refusal (unknown key, bad layout, ...): the message says what. */
+export class SnowflakeRefusedError extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'SnowflakeRefusedError';
+  }
+}
+
+interface KeyLease {
+  lease: WorkerLease;
+  gen: Snowflake;
+}
+
+/**
+ * Server-side Snowflake (issue 11, March's "timestamp type"): every node leases its own worker ID
+ * per key from the cluster with the client SDK (the same machinery embedded users run: floor above
+ * the worker's high-water mark, ceiling at the bound promised to the cluster, a deadline before the
+ * cluster may expire the lease; decision 0002) and serves IDs from it. Clock rollback and sequence
+ * overflow borrow ticks ahead, as March does, within the SDK's bounds.
+ *
+ * A lease that is lost (deadline passed, fenced) is dropped; the next request leases again, and
+ * the new lease starts above the worker's high-water mark, so a restarted or fenced node never
+ * repeats an ID.
+ */
+export class SnowflakeService {
+  private readonly held = new Map<string, KeyLease>();
+  private readonly acquiring = new Map<string, Promise<KeyLease>>();
+  private closed = false;
+
+  constructor(private readonly o: SnowflakeServiceOptions) {}
+
+  async create(
+    key: string,
+    layout = 'floe',
+    ttlMs = DEFAULT_SNOWFLAKE_TTL_MS,
+  ): Promise<{ created: boolean; info: SnowflakeKeyInfo }> {
+    const cmd = parseSnowflakeKeyCommand({ op: 'create', key, layout, ttlMs });
+    if ('ok' in cmd) throw new SnowflakeRefusedError(cmd.code, cmd.message);
+    const l = getLayout(layout);
+    const pool = await this.o.configurePool(key, l.datacenterBits + l.workerBits, l.datacenterBits);
+    if (!pool.ok)
+      throw new SnowflakeRefusedError('pool', pool.message ?? 'the lease pool could not be sized');
+    const r = (await this.o.propose(encodeSnowflakeKeyCommand(cmd))) as SnowflakeKeyResult;
+    if (!r.ok) throw new SnowflakeRefusedError(r.code, r.message);
+    if (r.op !== 'create' || r.key !== key)
+      throw new Error(`create ${key} answered with ${JSON.stringify(r)}`);
+    return { created: r.created, info: r.info };
+  }
+
+  info(key: string): SnowflakeKeyInfo | undefined {
+    return this.o.state.get(key);
+  }
+
+  list(): SnowflakeKeyInfo[] {
+    return this.o.state.list();
+  }
+
+  /** `count` IDs of `key` (1 ≤ count ≤ 100,000), strictly increasing. */
+  async next(key: string, count = 1): Promise<bigint[]> {
+    if (!Number.isSafeInteger(count) || count < 1 || count > 100_000)
+      throw new SnowflakeRefusedError(
+        'invalid_argument',
+        `count must be an integer in [1, 100000], got ${count}`,
+      );
+    for (let attempt = 0; ; attempt++) {
+      const kl = await this.leaseFor(key);
+      try {
+        return Array.from(kl.gen.nextBatch(count));
+      } catch (err) {
+        if (!(err instanceof LeaseLostError) || attempt >= 1) throw err;
+        this.drop(key, kl);
+      }
+    }
+  }
+
+  /** Releases every lease (graceful shutdown: the next holder starts above what was used). */
+  async close(): Promise<void> {
+    this.closed = true;
+    const all = [...this.held.values()];
+    this.held.clear();
+    await Promise.all(all.map((kl) => kl.lease.release().catch(() => {})));
+  }
+
+  private leaseFor(key: string): Promise<KeyLease> {
+    const have = this.held.get(key);
+    if (have?.lease.valid) return Promise.resolve(have);
+    if (have) this.drop(key, have);
+    const pending = this.acquiring.get(key);
+    if (pending) return pending;
+    const info = this.o.state.get(key);
+    if (!info)
+      return Promise.reject(
+        new SnowflakeRefusedError(
+          'not_found',
+          `no snowflake key ${JSON.stringify(key)} (create it with SNOWFLAKE.CREATE)`,
+        ),
+      );
+    if (this.closed) return Promise.reject(new SnowflakeRefusedError('stopped', 'the node is stopping'));
+    const p = (async () => {
+      if (this.o.cacheDir) await mkdir(this.o.cacheDir, { recursive: true });
+      const lease = await this.o.client.leaseWorker({
+        app: key,
+        nodeId: this.o.holder,
+        ttlMs: info.ttlMs,
+        ...(this.o.cacheDir
+          ? { cachePath: join(this.o.cacheDir, `${encodeURIComponent(key)}.lease.json`) }
+          : {}),
+      });
+      const gen = lease.snowflake(info.layout, { onClockBackwards: 'borrow', onSequenceExhausted: 'borrow' });
+      const kl = { lease, gen };
+      lease.on('lost', () => this.drop(key, kl));
+      this.held.set(key, kl);
+      return kl;
+    })().finally(() => this.acquiring.delete(key));
+    this.acquiring.set(key, p);
+    return p;
+  }
+
+  private drop(key: string, kl: KeyLease): void {
+    if (this.held.get(key) === kl) this.held.delete(key);
+  }
+}
