@@ -12,7 +12,9 @@ import {
   type SequenceResult,
 } from './types.js';
 
-interface SequenceRecord extends SequenceConfig {
+/** Per key: a shared (interned) configuration, so a million keys with the same settings hold one. */
+interface SequenceRecord {
+  cfg: SequenceConfig;
   next: bigint;
   allocations: number;
 }
@@ -43,6 +45,7 @@ interface SnapshotData {
  */
 export class SequenceStateMachine implements StateMachine<SequenceResult> {
   private readonly seqs = new Map<string, SequenceRecord>();
+  private readonly configs = new Map<string, SequenceConfig>();
   private readonly tombs = new Map<string, bigint>();
 
   apply(command: Uint8Array, ctx: ApplyContext): SequenceResult {
@@ -81,7 +84,7 @@ export class SequenceStateMachine implements StateMachine<SequenceResult> {
     };
     const existing = this.seqs.get(cmd.key);
     if (existing) {
-      if (sameConfig(existing, cfg))
+      if (sameConfig(existing.cfg, cfg))
         return { ok: true, op: 'create', key: cmd.key, created: false, info: info(cmd.key, existing) };
       return sequenceError('exists', `sequence ${JSON.stringify(cmd.key)} exists with another configuration`);
     }
@@ -89,7 +92,7 @@ export class SequenceStateMachine implements StateMachine<SequenceResult> {
       return sequenceError('too_many_sequences', `at most ${MAX_SEQUENCES} sequences may exist`);
     const tomb = this.tombs.get(cmd.key);
     const rec: SequenceRecord = {
-      ...cfg,
+      cfg: this.intern(cfg),
       next: tomb !== undefined && tomb > cfg.start ? tomb : cfg.start,
       allocations: 0,
     };
@@ -101,14 +104,14 @@ export class SequenceStateMachine implements StateMachine<SequenceResult> {
   private alloc(cmd: Extract<SequenceCommand, { op: 'alloc' }>): AllocOk | SequenceError {
     const s = this.seqs.get(cmd.key);
     if (!s) return sequenceError('not_found', `no sequence ${JSON.stringify(cmd.key)}`);
-    const left = s.max + 1n - s.next;
+    const left = s.cfg.max + 1n - s.next;
     if (left <= 0n)
-      return sequenceError('exhausted', `sequence ${JSON.stringify(cmd.key)} reached its max ${s.max}`);
+      return sequenceError('exhausted', `sequence ${JSON.stringify(cmd.key)} reached its max ${s.cfg.max}`);
     const want = BigInt(cmd.count);
     if (cmd.exact && want > left)
       return sequenceError(
         'exhausted',
-        `sequence ${JSON.stringify(cmd.key)} has ${left} values left below its max ${s.max}, ${want} asked`,
+        `sequence ${JSON.stringify(cmd.key)} has ${left} values left below its max ${s.cfg.max}, ${want} asked`,
       );
     const start = s.next;
     const end = start + (want < left ? want : left);
@@ -122,11 +125,20 @@ export class SequenceStateMachine implements StateMachine<SequenceResult> {
       requestId: cmd.requestId,
       start: String(start),
       end: String(end),
-      mode: s.mode,
-      step: s.step,
-      minStep: s.minStep,
-      maxStep: s.maxStep,
+      mode: s.cfg.mode,
+      step: s.cfg.step,
+      minStep: s.cfg.minStep,
+      maxStep: s.cfg.maxStep,
     };
+  }
+
+  private intern(cfg: SequenceConfig): SequenceConfig {
+    const id = `${cfg.start}|${cfg.max}|${cfg.step}|${cfg.minStep}|${cfg.maxStep}|${cfg.mode}`;
+    const have = this.configs.get(id);
+    if (have) return have;
+    if (this.configs.size >= 10_000) this.configs.clear(); // bounded; records keep their own reference
+    this.configs.set(id, cfg);
+    return cfg;
   }
 
   get(key: string): SequenceInfo | undefined {
@@ -153,12 +165,12 @@ export class SequenceStateMachine implements StateMachine<SequenceResult> {
     for (const [k, s] of this.seqs)
       seqs.push([
         k,
-        String(s.start),
-        String(s.max),
-        s.step,
-        s.minStep,
-        s.maxStep,
-        s.mode,
+        String(s.cfg.start),
+        String(s.cfg.max),
+        s.cfg.step,
+        s.cfg.minStep,
+        s.cfg.maxStep,
+        s.cfg.mode,
         String(s.next),
         s.allocations,
       ]);
@@ -172,14 +184,10 @@ export class SequenceStateMachine implements StateMachine<SequenceResult> {
       throw new Error(`sequence snapshot format ${d.v} is not supported by this Floe version`);
     this.seqs.clear();
     this.tombs.clear();
+    this.configs.clear();
     for (const [key, start, max, step, minStep, maxStep, mode, next, allocations] of d.seqs)
       this.seqs.set(key, {
-        start: BigInt(start),
-        max: BigInt(max),
-        step,
-        minStep,
-        maxStep,
-        mode,
+        cfg: this.intern({ start: BigInt(start), max: BigInt(max), step, minStep, maxStep, mode }),
         next: BigInt(next),
         allocations,
       });
@@ -201,12 +209,12 @@ function sameConfig(a: SequenceConfig, b: SequenceConfig): boolean {
 function info(key: string, s: SequenceRecord): SequenceInfo {
   return {
     key,
-    start: String(s.start),
-    max: String(s.max),
-    step: s.step,
-    minStep: s.minStep,
-    maxStep: s.maxStep,
-    mode: s.mode,
+    start: String(s.cfg.start),
+    max: String(s.cfg.max),
+    step: s.cfg.step,
+    minStep: s.cfg.minStep,
+    maxStep: s.cfg.maxStep,
+    mode: s.cfg.mode,
     next: String(s.next),
     allocations: s.allocations,
   };

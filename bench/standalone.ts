@@ -1,0 +1,272 @@
+/**
+ * `npm run bench:standalone`: standalone IDs (issue 11), one run, side by side with peers.
+ *
+ * 1. `redis-benchmark -t incr -c 50` (no pipelining, then -P 16) against
+ *    - Floe strict mode (the leader of a real 3-node cluster from dist/),
+ *    - Floe node mode, one redis-benchmark per member at once (the sum),
+ *    - redis-server (started here) with `appendonly no`, and with `appendonly yes` + `appendfsync everysec`.
+ * 2. Leaf's HTTP segment path `GET /api/segment/get/{key}` under autocannon (50 connections), next to
+ *    the figure Leaf quotes (about 50,000 QPS on 4 cores / 8 GB; not measured here).
+ * 3. `SNOWFLAKE.NEXT key COUNT 1000`: IDs/s per member.
+ * 4. Memory per sequence key with 1,000,000 keys in the replicated state (in this process).
+ *
+ * Everything runs on this machine (load generators included); figures are for one run. Bounded to
+ * about 2-3 minutes. Options: --n <requests per redis-benchmark run> (default 200000),
+ * --seconds <autocannon duration> (default 10), --keys <memory test keys> (default 1000000).
+ * Needs `npm run build` (done by the npm script), redis-server and redis-benchmark
+ * (`apt-get install redis-server`).
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { cpus, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import autocannon from 'autocannon';
+import { buildCreate, encodeSequenceCommand, SequenceStateMachine } from '../src/state/sequences/index.js';
+import type { Cluster } from '../test/cluster/harness.js';
+import { redisCli, startCluster } from '../test/cluster/lease-cluster.js';
+
+const REDIS_SERVER = process.env.REDIS_SERVER ?? 'redis-server';
+const REDIS_BENCHMARK = process.env.REDIS_BENCHMARK ?? 'redis-benchmark';
+
+function arg(name: string, fallback: number): number {
+  const i = process.argv.indexOf(`--${name}`);
+  const v = i === -1 ? fallback : Number(process.argv[i + 1]);
+  if (!Number.isInteger(v) || v <= 0)
+    throw new Error(`--${name} must be a positive integer, got ${process.argv[i + 1]}`);
+  return v;
+}
+const N = arg('n', 200_000);
+const SECONDS = arg('seconds', 10);
+const KEYS = arg('keys', 1_000_000);
+const CLIENTS = 50;
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const a = s.address();
+      const port = typeof a === 'object' && a ? a.port : 0;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+function run(cmd: string, args: string[], timeoutMs = 300_000): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const p = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    p.stdout.on('data', (d) => {
+      out += d;
+    });
+    p.stderr.on('data', (d) => {
+      out += d;
+    });
+    const t = setTimeout(() => p.kill('SIGKILL'), timeoutMs);
+    p.on('error', reject);
+    p.on('close', (code) => {
+      clearTimeout(t);
+      if (code === 0) resolve(out);
+      else reject(new Error(`${cmd} ${args.join(' ')} exited with ${code}: ${out.slice(-500)}`));
+    });
+  });
+}
+
+/** requests/s of one redis-benchmark run of `command` (or `-t incr`). */
+async function rate(port: number, pipeline: number, command?: string[], n = N): Promise<number> {
+  const args = ['-h', '127.0.0.1', '-p', String(port), '-n', String(n), '-c', String(CLIENTS), '-q'];
+  if (pipeline > 1) args.push('-P', String(pipeline));
+  if (command) args.push(...command);
+  else args.push('-t', 'incr');
+  const out = await run(REDIS_BENCHMARK, args);
+  const m = /([0-9.]+) requests per second/.exec(out);
+  if (!m) throw new Error(`could not parse redis-benchmark output:\n${out}`);
+  // redis-benchmark prints errors it got back; a run that failed is no figure.
+  if (/ERR|MOVED|TRYAGAIN/.test(out))
+    throw new Error(`redis-benchmark saw error replies:\n${out.slice(0, 500)}`);
+  return Number(m[1]);
+}
+
+async function startRedis(appendonly: boolean): Promise<{ port: number; proc: ChildProcess; dir: string }> {
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), 'floe-bench-redis-'));
+  const args = [
+    '--port',
+    String(port),
+    '--bind',
+    '127.0.0.1',
+    '--save',
+    '',
+    '--dir',
+    dir,
+    '--daemonize',
+    'no',
+  ];
+  args.push('--appendonly', appendonly ? 'yes' : 'no');
+  if (appendonly) args.push('--appendfsync', 'everysec');
+  const proc = spawn(REDIS_SERVER, args, { stdio: 'ignore' });
+  for (let i = 0; i < 100; i++) {
+    if (proc.exitCode !== null) throw new Error(`redis-server exited with ${proc.exitCode}`);
+    try {
+      await run('redis-cli', ['-p', String(port), 'PING'], 2000);
+      return { port, proc, dir };
+    } catch {
+      await new Promise((r) => setTimeout(r, 50)); // a process starting: no event to wait on
+    }
+  }
+  throw new Error('redis-server did not start');
+}
+
+function table(rows: string[][]): void {
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
+  for (const r of rows) console.log(r.map((c, i) => c.padStart(widths[i]!)).join('  '));
+}
+
+const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
+
+async function incrSection(cluster: Cluster, leader: number): Promise<void> {
+  const portOf = (id: number) => cluster.node(id).spec.respPort;
+  const key = 'counter:__rand_int__'; // the key redis-benchmark's INCR test uses
+  const cli = (...a: string[]) => redisCli(['-p', String(portOf(leader)), ...a]);
+  await cli('SEQ.CREATE', key, 'STEP', '1000');
+  const rows: string[][] = [
+    ['INCR, -c 50', 'pipeline', 'req/s', 'vs redis (no AOF)', 'vs redis (AOF everysec)'],
+  ];
+  const redisNo = await startRedis(false);
+  const redisAof = await startRedis(true);
+  try {
+    for (const p of [1, 16]) {
+      const rNo = await rate(redisNo.port, p);
+      const rAof = await rate(redisAof.port, p);
+      const strict = await rate(portOf(leader), p);
+      // node mode: the same key again, served by every member at once.
+      await cli('SEQ.DELETE', key);
+      await cli('SEQ.CREATE', key, 'STEP', '1000', 'MODE', 'node');
+      const perNode = await Promise.all(
+        cluster.nodes.map((n) => rate(n.spec.respPort, p, undefined, Math.ceil(N / 3))),
+      );
+      const node = perNode.reduce((a, b) => a + b, 0);
+      await cli('SEQ.DELETE', key);
+      await cli('SEQ.CREATE', key, 'STEP', '1000');
+      rows.push(['redis-server appendonly no', String(p), fmt(rNo), '1.00x', '']);
+      rows.push(['redis-server appendonly everysec', String(p), fmt(rAof), '', '1.00x']);
+      rows.push([
+        'Floe strict (leader)',
+        String(p),
+        fmt(strict),
+        `${(strict / rNo).toFixed(2)}x`,
+        `${(strict / rAof).toFixed(2)}x`,
+      ]);
+      rows.push([
+        `Floe node mode (3 members: ${perNode.map(fmt).join(' + ')})`,
+        String(p),
+        fmt(node),
+        `${(node / rNo).toFixed(2)}x`,
+        `${(node / rAof).toFixed(2)}x`,
+      ]);
+    }
+  } finally {
+    for (const r of [redisNo, redisAof]) {
+      r.proc.kill('SIGTERM'); // by PID: processes this script started
+      rmSync(r.dir, { recursive: true, force: true });
+    }
+  }
+  table(rows);
+  console.log(
+    'targets: strict >= 1.0x redis (no AOF) at -c 50; >= 0.5x with -P 16; node mode over 3 members >= 2x\n',
+  );
+}
+
+async function leafSection(cluster: Cluster, leader: number): Promise<void> {
+  await redisCli([
+    '-p',
+    String(cluster.node(leader).spec.respPort),
+    'SEQ.CREATE',
+    'leaf-key',
+    'STEP',
+    '2000',
+  ]);
+  const r = await autocannon({
+    url: `http://${cluster.node(leader).http}/api/segment/get/leaf-key`,
+    connections: CLIENTS,
+    duration: SECONDS,
+  });
+  console.log(
+    `Leaf path GET /api/segment/get/{key}, autocannon ${CLIENTS} connections ${SECONDS} s against the leader: ` +
+      `${fmt(r.requests.average)} req/s (p50 ${r.latency.p50} ms, p99 ${r.latency.p99} ms, non-2xx ${r.non2xx}, errors ${r.errors})`,
+  );
+  console.log(
+    `peer (quoted, not measured): Leaf ~50,000 QPS on 4 cores / 8 GB; ratio ${(r.requests.average / 50_000).toFixed(2)}x; target >= 50,000 req/s here\n`,
+  );
+}
+
+async function snowflakeSection(cluster: Cluster, leader: number): Promise<void> {
+  await redisCli([
+    '-p',
+    String(cluster.node(leader).spec.respPort),
+    'SNOWFLAKE.CREATE',
+    'bench-ids',
+    'LAYOUT',
+    'floe',
+  ]);
+  const rows: string[][] = [['SNOWFLAKE.NEXT bench-ids COUNT 1000, -c 50', 'req/s', 'IDs/s']];
+  for (const n of cluster.nodes) {
+    const rq = await rate(n.spec.respPort, 1, ['SNOWFLAKE.NEXT', 'bench-ids', 'COUNT', '1000'], 20_000);
+    rows.push([`member ${n.spec.id}${n.spec.id === leader ? ' (leader)' : ''}`, fmt(rq), fmt(rq * 1000)]);
+  }
+  table(rows);
+  console.log(
+    'the floe layout allows 4,096,000 IDs/s per worker ID (12 sequence bits per ms) without borrowing\n',
+  );
+}
+
+/** Heap in use once garbage collection has settled (several full collections, timers between). */
+async function settledHeap(): Promise<number> {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  if (!gc) throw new Error('run with node --expose-gc (npm run bench:standalone does)');
+  for (let i = 0; i < 5; i++) {
+    gc();
+    await new Promise((r) => setTimeout(r, 50)); // let finalizers and deferred frees run
+  }
+  return process.memoryUsage().heapUsed;
+}
+
+async function memorySection(): Promise<void> {
+  const before = await settledHeap();
+  const sm = new SequenceStateMachine();
+  const ctx = { index: 0, term: 1, leaderTimeMs: 0 };
+  for (let i = 0; i < KEYS; i++) {
+    const cmd = buildCreate(`orders:${i}`, {});
+    if ('ok' in cmd) throw new Error(cmd.message);
+    ctx.index++;
+    sm.apply(encodeSequenceCommand(cmd), ctx);
+  }
+  const after = await settledHeap();
+  const snap = sm.snapshot().length;
+  console.log(
+    `memory: ${fmt(KEYS)} sequence keys (created through the state machine) take ${((after - before) / 2 ** 20).toFixed(0)} MiB of heap, ` +
+      `${((after - before) / KEYS).toFixed(0)} bytes per key; snapshot ${(snap / 2 ** 20).toFixed(0)} MiB (${(snap / KEYS).toFixed(0)} bytes per key)`,
+  );
+}
+
+async function main(): Promise<void> {
+  console.log(
+    `bench:standalone on ${cpus().length} CPU(s) (${cpus()[0]?.model ?? '?'}), Node ${process.version}\n`,
+  );
+  const { cluster, leader } = await startCluster(3);
+  try {
+    await incrSection(cluster, leader);
+    await leafSection(cluster, leader);
+    await snowflakeSection(cluster, leader);
+  } finally {
+    await cluster.stopAll();
+    cluster.cleanup();
+  }
+  await memorySection();
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exitCode = 1;
+});
