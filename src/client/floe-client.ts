@@ -4,6 +4,7 @@ import { CacheLock } from './cache-lock.js';
 import { hrtimeMonotonic, type MonotonicClock, readBootId } from './clocks.js';
 import { ClientOptionError, FloeRequestError, FloeUnavailableError } from './errors.js';
 import { type FetchLike, HttpTransport } from './http-transport.js';
+import { FloeSequence, type SequenceOptions } from './sequence.js';
 import { type LeaseCacheRecord, readLeaseCache } from './lease-cache.js';
 import {
   checkReply,
@@ -146,6 +147,16 @@ export class FloeClient {
           return { cancel: () => clearTimeout(t) };
         }),
     };
+  }
+
+  /**
+   * Values of the sequence `key` served in this process from segments the cluster allocates (no
+   * network call per value; see FloeSequence and docs/sequences.md). The sequence must exist.
+   */
+  sequence(key: string, options: SequenceOptions = {}): FloeSequence {
+    if (typeof key !== 'string' || key.length === 0)
+      throw new ClientOptionError('key', 'a non-empty string', key);
+    return new FloeSequence(this.transport, key, options);
   }
 
   /**

@@ -22,6 +22,7 @@ export {
 export type { FetchInit, FetchLike, FetchResponseLike } from './http-transport.js';
 export { type LeaseCacheRecord, readLeaseCache } from './lease-cache.js';
 export { LeaseSnowflake } from './lease-snowflake.js';
+export { FloeSequence, type SequenceOptions } from './sequence.js';
 export {
   type LeaseSnowflakeOptions,
   type ReleasedEvent,

@@ -7,6 +7,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkHistory, checkUniqueIds, increasingIdModel, type Operation } from '../../src/check/index.js';
 import type { IdInput, IdOutput } from '../../src/check/models/unique-id.js';
+import { FloeClient } from '../../src/client/index.js';
 import { type Cluster, floeBin, http, waitForLeader } from './harness.js';
 import { cliRecord, redisCli, startCluster } from './lease-cluster.js';
 
@@ -183,6 +184,29 @@ describe('node mode: every member serves its own segments', () => {
     const res = await fetch(`http://${f.http}/api/segment/get/per-node`, { redirect: 'manual' });
     expect(res.status).toBe(200);
     expect(all).not.toContain(BigInt(await res.text()));
+  });
+});
+
+describe('SDK: client.sequence(key) (segments served in-process)', () => {
+  it('two clients and INCR on one sequence: every value unique, each client increasing', async () => {
+    await cli('SEQ.CREATE', 'sdk-seq', 'STEP', '100');
+    const endpoints = cluster.nodes.map((n) => n.http);
+    const a = new FloeClient({ endpoints }).sequence('sdk-seq', { step: 100 });
+    const b = new FloeClient({ endpoints: [...endpoints].reverse() }).sequence('sdk-seq', { step: 50 });
+    const got = { a: [] as number[], b: [] as number[], incr: [] as number[] };
+    for (let i = 0; i < 20; i++) {
+      got.a.push(...(await a.nextBatch(97)));
+      got.b.push(await b.next(), await b.next());
+      got.incr.push(Number(await cli('INCR', 'sdk-seq')));
+    }
+    const all = [...got.a, ...got.b, ...got.incr];
+    expect(new Set(all).size).toBe(all.length);
+    for (const xs of [got.a, got.b])
+      for (let i = 1; i < xs.length; i++) expect(xs[i]!).toBeGreaterThan(xs[i - 1]!);
+    expect(a.stats.fetches).toBeGreaterThan(1);
+    await expect(new FloeClient({ endpoints }).sequence('no-such-seq').next()).rejects.toThrow(
+      /no sequence|not_found|unavailable/i,
+    );
   });
 });
 
