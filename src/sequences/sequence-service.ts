@@ -163,7 +163,11 @@ export class SequenceService {
     if (!this.o.node.isLeader()) throw this.o.node.notLeaderError();
     const term = this.o.node.term();
     const confirmed = this.confirmer.confirm();
-    await this.ensureExists(key);
+    if (!this.o.state.get(key))
+      await this.ensureExists(key).catch((err: unknown) => {
+        confirmed.catch(() => {});
+        throw err;
+      });
     if (this.o.state.get(key)?.mode === 'node') {
       confirmed.catch(() => {});
       return this.incrNodeMode(key, count);
