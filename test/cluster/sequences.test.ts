@@ -381,3 +381,54 @@ describe('INCR under load across kill -9 and SIGSTOP of the leader (ioredis)', (
     expect(servedBy.size).toBeGreaterThanOrEqual(2); // the load really moved between leaders
   }, 120_000);
 });
+
+// Last: it turns auth on for this cluster.
+describe('permissions per key (issue, read, admin)', () => {
+  it('NOPERM on RESP and 403 on HTTP for what the user may not do', async () => {
+    const addr = cluster.node(leader).http;
+    const post = (path: string, body: unknown, auth?: string) =>
+      fetch(`http://${addr}${path}`, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          ...(auth ? { authorization: `Basic ${Buffer.from(auth).toString('base64')}` } : {}),
+        },
+        body: JSON.stringify(body),
+      });
+    expect(
+      (await post('/v1/users', { user: 'root', password: 'root-password-1', grants: { '*': ['admin'] } }))
+        .status,
+    ).toBe(200);
+    const svc = await post(
+      '/v1/users',
+      { user: 'svc', password: 'svc-password-1', grants: { 'perm-seq': ['issue'], 'read-seq': ['read'] } },
+      'root:root-password-1',
+    );
+    expect(svc.status).toBe(200);
+    const as = (user: string, pass: string, ...args: string[]) =>
+      redisCli([
+        '-p',
+        String(portOf(leader)),
+        '--user',
+        user,
+        '--pass',
+        pass,
+        '--no-auth-warning',
+        ...args,
+      ]).then((r) => r.stdout.trim());
+    expect(await as('root', 'root-password-1', 'SEQ.CREATE', 'perm-seq')).toContain('perm-seq');
+    expect(await as('root', 'root-password-1', 'SEQ.CREATE', 'read-seq')).toContain('read-seq');
+    expect(await as('svc', 'svc-password-1', 'INCR', 'perm-seq')).toMatch(/^\d+$/);
+    expect(await as('svc', 'svc-password-1', 'INCR', 'read-seq')).toBe(
+      "NOPERM this user has no permissions to issue sequence 'read-seq'",
+    );
+    expect(await as('svc', 'svc-password-1', 'GET', 'read-seq')).toMatch(/^\d*$/);
+    expect(await as('svc', 'svc-password-1', 'SEQ.CREATE', 'perm-seq')).toBe(
+      "NOPERM this user has no permissions to admin sequence 'perm-seq'",
+    );
+    expect(await as('svc', 'svc-password-1', 'SEQ.LIST')).toBe('read-seq'); // issue alone does not let it read
+    expect((await post('/v1/sequences/read-seq/incr', {}, 'svc:svc-password-1')).status).toBe(403);
+    expect((await post('/v1/sequences/perm-seq/incr', {}, 'svc:svc-password-1')).status).toBe(200);
+    expect((await post('/v1/sequences/perm-seq/incr', {})).status).toBe(401);
+  });
+});
