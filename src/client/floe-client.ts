@@ -4,8 +4,8 @@ import { CacheLock } from './cache-lock.js';
 import { hrtimeMonotonic, type MonotonicClock, readBootId } from './clocks.js';
 import { ClientOptionError, FloeRequestError, FloeUnavailableError } from './errors.js';
 import { type FetchLike, HttpTransport } from './http-transport.js';
-import { FloeSequence, type SequenceOptions } from './sequence.js';
 import { type LeaseCacheRecord, readLeaseCache } from './lease-cache.js';
+import { FloeSequence, type SequenceOptions } from './sequence.js';
 import {
   checkReply,
   type GrantInfo,
