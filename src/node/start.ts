@@ -10,6 +10,7 @@ import { respBackendOf } from '../server/floe-services.js';
 import { addressProof, startHttpAdmin } from '../server/http-admin.js';
 import { type RespServer, startRespServer } from '../server/resp/index.js';
 import { memberFetch, SnowflakeService } from '../snowflakes/index.js';
+import { IdGenerator } from '../strategies/index.js';
 import { FloeStateMachine } from '../state/floe-state-machine.js';
 import { DurableStorage } from '../storage/durable-storage.js';
 import { PeerTransport } from '../transport/index.js';
@@ -25,6 +26,11 @@ export interface RunningNode {
   leases: LeaseService;
   sequences: SequenceService;
   snowflakes: SnowflakeService;
+  /**
+   * Strategies and plugins on this node (docs/strategies.md): register business types over the
+   * node's services, e.g. `ids.register('order-no', nodeSequenceStrategy(sequences, 'orders'))`.
+   */
+  ids: IdGenerator<bigint>;
   transport: PeerTransport;
   config: ServeConfig;
   logger: pino.Logger;
@@ -171,6 +177,7 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
     leases,
     sequences,
     snowflakes,
+    ids: new IdGenerator<bigint>({ logger }),
     transport,
     config,
     logger,
