@@ -226,6 +226,7 @@ export class IdGenerator<T = bigint> {
     const list = r.befores;
     for (let i = 0; i < list.length; i++) {
       const p = list[i]!;
+      // biome-ignore lint/suspicious/noConfusingVoidType: a hook may return nothing
       let ok: boolean | undefined | void;
       try {
         ok = p.before!(ctx);

@@ -32,8 +32,10 @@ export interface IdPlugin<T = unknown> {
   /** Lower runs first. Default 0; ties keep registration order. */
   readonly order?: number;
   /** Return false to reject the request (the chain stops; the rejected handler is called). */
+  // biome-ignore lint/suspicious/noConfusingVoidType: a hook may return nothing
   before?(ctx: GenerateContext): boolean | undefined | void;
   /** Sees every value made; may return a replacement (the next plugin sees that). */
+  // biome-ignore lint/suspicious/noConfusingVoidType: a hook may return nothing
   after?(ctx: GenerateContext, value: T): T | undefined | void;
   /**
    * Called once per business type the plugin is registered on, with the generator (summarising
