@@ -9,9 +9,15 @@
  *  - SIGSTOP of the leader for 1.5-2.5 s (3-5 election timeouts), then SIGCONT;
  *  - a one-way partition of a random node (its proxy refuses what it would hear) for 1-3 s;
  *  - SIGSTOP of a random client for 1.5-2.5 TTLs, then SIGCONT (its lease must be lost, and reused by another);
- *  - kill -9 of a random client, restarted with the same nodeId.
+ *  - kill -9 of a random client, restarted with the same nodeId (and the same lease cache, if it has one);
+ *  - a replacement started while the old process still runs (same nodeId, same cache path), the old one stopped
+ *    0.5-2 s later (PM2 reload, an early supervisor);
+ *  - a twin: a second process with the same nodeId (its own cache, or none) for 2-5 s.
  * A quarter of the clients run with a clock 1.5 s behind, a quarter 1.5 s ahead, a quarter with a clock that jumps
- * backwards by 20-400 ms every 1.5 s.
+ * backwards by 20-400 ms every 1.5 s. Client variants by index (k mod 5): a lease cache kept across restarts,
+ * three `lease.snowflake()` generators used in turn, borrow mode, a coarse layout (100 ms ticks), plain.
+ * Every ID and its last-use time survive a kill -9 (see chaos-client.ts); the driver records every kill's time in
+ * `kills.jsonl`. docs/chaos.md explains the records and the checks.
  * At the end every client releases and exits; scripts/chaos-check.ts checks everything recorded, and the script prints
  * ONE JSON line of counts and exits 1 on any violation.
  *
@@ -20,9 +26,10 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { setPriority, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { hrtimeMonotonic } from '../src/client/index.js';
 import { FaultProxy } from '../src/testing/fault-proxy.js';
 import {
   Cluster,
@@ -32,7 +39,7 @@ import {
   repoRoot,
   waitForLeader,
 } from '../test/cluster/harness.js';
-import { checkChaosRun } from './chaos-check.js';
+import { checkChaosRun, violationsOf } from './chaos-check.js';
 import type { ChaosClientOptions } from './chaos-client.js';
 
 function arg(name: string, def: number): number {
@@ -95,10 +102,32 @@ interface ClientProc {
 const clients: ClientProc[] = [];
 const summaries: string[] = [];
 
-function startClient(k: number, generation: number): ClientProc {
+/** Client variants by index: every run of 5+ clients has each. */
+function variantOf(k: number): Partial<ChaosClientOptions> {
+  switch (k % 5) {
+    case 0:
+      return { cachePath: join(dir, `cache-c${k}.json`) };
+    case 1:
+      return { generators: 3 };
+    case 2:
+      return { borrow: true };
+    case 3:
+      return { layout: 'coarse' };
+    default:
+      return {};
+  }
+}
+
+let processSeq = 0;
+function startClient(
+  k: number,
+  generation: number,
+  extra: Partial<ChaosClientOptions> = {},
+  label?: string,
+): ClientProc {
   const kinds = ['normal', 'behind', 'ahead', 'jumpy'] as const;
   const opts: ChaosClientOptions = {
-    name: `c${k}-g${generation}`,
+    name: label ?? `c${k}-g${generation}-p${processSeq++}`,
     nodeName: `c${k}`,
     endpoints,
     app,
@@ -107,8 +136,10 @@ function startClient(k: number, generation: number): ClientProc {
     clock: kinds[k % 4] as ChaosClientOptions['clock'],
     rate,
     seed: Math.floor(rand() * 2 ** 31),
+    ...variantOf(k),
+    ...extra,
   };
-  // The nodeId stays c<k> across restarts (the file name carries the generation).
+  // The nodeId stays c<k> across restarts (the file names carry the process).
   const proc = spawn(
     process.execPath,
     ['--import', 'tsx', join(repoRoot, 'scripts/chaos-client.ts'), JSON.stringify(opts)],
@@ -120,9 +151,35 @@ function startClient(k: number, generation: number): ClientProc {
   } catch {
     // not permitted: run at the same priority
   }
-  proc.stdout?.on('data', (d: Buffer) => summaries.push(d.toString().trim()));
-  proc.stderr?.on('data', (d: Buffer) => log(`client c${k}: ${d.toString().trim().slice(0, 500)}`));
-  return { name: `c${k}`, opts, proc, generation };
+  // One summary line per process at its graceful exit; chunks may split it, so keep the whole output.
+  const out: string[] = [];
+  proc.stdout?.on('data', (d: Buffer) => out.push(d.toString()));
+  proc.stdout?.on('end', () => summaries.push(out.join('').trim()));
+  proc.stderr?.on('data', (d: Buffer) => log(`client ${opts.name}: ${d.toString().trim().slice(0, 500)}`));
+  return { name: opts.name, opts, proc, generation };
+}
+
+/** kill -9, waits for the exit, and records when (CLOCK_MONOTONIC, after the exit: an upper bound of its last use). */
+async function kill9(c: ClientProc): Promise<void> {
+  if (c.proc.exitCode !== null || c.proc.signalCode !== null) return;
+  const exited = once(c.proc, 'exit');
+  c.proc.kill('SIGKILL');
+  await exited;
+  appendFileSync(
+    join(dir, 'kills.jsonl'),
+    `${JSON.stringify({ client: c.name, mono: hrtimeMonotonic() })}\n`,
+  );
+}
+
+/** SIGTERM (release, flush, exit), SIGKILL after 15 s. */
+async function stopGracefully(c: ClientProc): Promise<void> {
+  if (c.proc.exitCode !== null || c.proc.signalCode !== null) return;
+  c.proc.kill('SIGCONT');
+  const exited = once(c.proc, 'exit');
+  c.proc.kill('SIGTERM');
+  const timer = setTimeout(() => void kill9(c), 15_000);
+  await exited;
+  clearTimeout(timer);
 }
 
 let faultsInjected = 0;
@@ -160,11 +217,14 @@ try {
   const FAULT_CYCLE = [
     'pause-client',
     'kill9-leader',
+    'replace-client',
     'partition-node',
     'pause-client',
+    'twin-client',
     'pause-leader',
     'kill9-client',
   ];
+  const extras: ClientProc[] = [];
   let cycle = Math.floor(rand() * FAULT_CYCLE.length);
   const pending: Promise<unknown>[] = [];
   // Let the clients start (tsx) before the first fault.
@@ -201,12 +261,32 @@ try {
       const k = Math.floor(rand() * clients.length);
       const c = clients[k] as ClientProc;
       if (c.proc.exitCode === null) {
-        const exited = once(c.proc, 'exit');
-        c.proc.kill('SIGKILL');
-        await exited;
-        count('kill9-client');
+        c.proc.kill('SIGCONT');
+        await kill9(c);
+        count(c.opts.cachePath ? 'kill9-client-with-cache' : 'kill9-client');
         clients[k] = startClient(k, c.generation + 1);
       }
+    } else if (kind === 'replace-client') {
+      // The replacement starts while the old process runs: same nodeId, same cache path (its lock must keep the
+      // two apart; without a cache the cluster answers the new incarnation lease_held).
+      const k = Math.floor(rand() * clients.length);
+      const old = clients[k] as ClientProc;
+      if (old.proc.exitCode === null) {
+        old.proc.kill('SIGCONT');
+        clients[k] = startClient(k, old.generation + 1);
+        count(old.opts.cachePath ? 'replace-client-same-cache' : 'replace-client');
+        pending.push(sleep(500 + rand() * 1500).then(() => stopGracefully(old)));
+      }
+    } else if (kind === 'twin-client') {
+      // A second process with the same nodeId, its own cache (or none), for a few seconds.
+      const k = Math.floor(rand() * clients.length);
+      const twin = startClient(k, 0, {
+        cachePath: undefined,
+        ...(k % 2 === 0 ? { cachePath: join(dir, `cache-twin-${processSeq}.json`) } : {}),
+      });
+      extras.push(twin);
+      count('twin-client');
+      pending.push(sleep(2000 + rand() * 3000).then(() => stopGracefully(twin)));
     }
   }
   log('faults over; healing');
@@ -217,33 +297,35 @@ try {
 
   // Graceful end: every client releases its lease, flushes and exits.
   log('stopping clients');
-  await Promise.all(
-    clients.map(async (c) => {
-      if (c.proc.exitCode !== null || c.proc.signalCode !== null) return;
-      c.proc.kill('SIGCONT');
-      const exited = once(c.proc, 'exit');
-      c.proc.kill('SIGTERM');
-      const timer = setTimeout(() => c.proc.kill('SIGKILL'), 15_000);
-      await exited;
-      clearTimeout(timer);
-    }),
-  );
+  await Promise.all([...clients, ...extras].map(stopGracefully));
 } catch (e) {
   console.error(e);
   exitCode = 2;
 } finally {
   log('stopping the cluster');
-  for (const c of clients) if (c.proc.exitCode === null && c.proc.signalCode === null) c.proc.kill('SIGKILL');
+  for (const c of clients) await kill9(c);
   await cluster.stopAll();
   log('closing proxies');
   // FaultProxy.close() can wait for a 'close' event that already fired: do not let it hold the run.
   await Promise.race([Promise.all(proxies.map((p) => p.close())), sleep(2000)]);
 }
 
+// What the clients saw, summed over every process (each prints one JSON line at a graceful exit).
+const clientStats: Record<string, number> = {};
+for (const line of summaries.join('\n').split('\n')) {
+  try {
+    const o = JSON.parse(line) as Record<string, unknown>;
+    for (const [k, v] of Object.entries(o))
+      if (typeof v === 'number') clientStats[k] = (clientStats[k] ?? 0) + v;
+  } catch {
+    // not a summary line
+  }
+}
 log('checking');
-const r = checkChaosRun(dir);
-const violations =
-  r.duplicates + r.overlappingHolders + r.tokenRegressions + r.highWaterViolations + r.timestampReuse;
+const r = checkChaosRun(dir, hrtimeMonotonic());
+// Worker IDs must really have changed hands, or the interval checks proved nothing.
+const violations = violationsOf(r) + (r.reusedWorkerIds > 0 ? 0 : 1);
+if (r.reusedWorkerIds === 0) console.error('no worker ID changed hands: the run checked no hand-over');
 if (verbose) {
   for (const s of summaries) process.stderr.write(`${s}\n`);
   for (const e of r.examples) process.stderr.write(`violation: ${e}\n`);
@@ -256,12 +338,15 @@ console.log(
     tokenRegressions: r.tokenRegressions,
     highWaterViolations: r.highWaterViolations,
     timestampReuse: r.timestampReuse,
+    recordErrors: r.recordErrors,
     faultsInjected,
     faults: faultCounts,
     leases: r.leases,
     lostLeases: r.lostLeases,
+    killedLeases: r.killedLeases,
     reusedWorkerIds: r.reusedWorkerIds,
     clients: clientCount,
+    clientStats,
     seconds: Math.round((performance.now() - t0) / 100) / 10,
     ...(violations > 0 ? { examples: r.examples.slice(0, 5) } : {}),
   }),

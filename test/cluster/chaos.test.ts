@@ -41,9 +41,9 @@ describe('chaos: SDK clients under faults (real processes)', () => {
     });
     const [code] = (await once(proc, 'exit')) as [number | null];
     const line = out.trim().split('\n').at(-1) ?? '';
-    let r: Record<string, number>;
+    let r: Record<string, number> & { faults: Record<string, number>; clientStats: Record<string, number> };
     try {
-      r = JSON.parse(line) as Record<string, number>;
+      r = JSON.parse(line) as typeof r;
     } catch {
       throw new Error(`no JSON summary (exit ${code}):\n${out}\n${err.slice(-2000)}`);
     }
@@ -53,10 +53,24 @@ describe('chaos: SDK clients under faults (real processes)', () => {
     expect(r.tokenRegressions).toBe(0);
     expect(r.highWaterViolations).toBe(0);
     expect(r.timestampReuse).toBe(0);
+    expect(r.recordErrors).toBe(0);
     expect(code).toBe(0);
     // The run did something: IDs, faults, leases that changed hands.
     expect(r.ids).toBeGreaterThan(1_000_000);
     expect(r.faultsInjected).toBeGreaterThanOrEqual(5);
     expect(r.reusedWorkerIds).toBeGreaterThan(0);
+    // Issue 9 item 8: the paths the proof must see were exercised (one of each kind, or its cached twin).
+    const kinds = Object.keys(r.faults).join(' ');
+    for (const k of [
+      'kill9-client',
+      'replace-client',
+      'twin-client',
+      'kill9-leader',
+      'pause-leader',
+      'pause-client',
+    ])
+      expect(kinds).toContain(k);
+    expect(r.clientStats.sameGenerator).toBeGreaterThan(0); // several generators asked of one lease: one given
+    expect(r.clientStats.otherLayoutRefused).toBeGreaterThan(0);
   }, 150_000);
 });
