@@ -225,6 +225,7 @@ try {
     'kill9-client',
   ];
   const extras: ClientProc[] = [];
+  let replaceCount = 0;
   let cycle = Math.floor(rand() * FAULT_CYCLE.length);
   const pending: Promise<unknown>[] = [];
   // Let the clients start (tsx) before the first fault.
@@ -268,8 +269,13 @@ try {
       }
     } else if (kind === 'replace-client') {
       // The replacement starts while the old process runs: same nodeId, same cache path (its lock must keep the
-      // two apart; without a cache the cluster answers the new incarnation lease_held).
-      const k = Math.floor(rand() * clients.length);
+      // two apart; without a cache the cluster answers the new incarnation lease_held). Every other one is a
+      // client with a cache.
+      const withCache = clients.map((_, i) => i).filter((i) => variantOf(i).cachePath !== undefined);
+      const k =
+        replaceCount++ % 2 === 0 && withCache.length > 0
+          ? (withCache[Math.floor(rand() * withCache.length)] as number)
+          : Math.floor(rand() * clients.length);
       const old = clients[k] as ClientProc;
       if (old.proc.exitCode === null) {
         old.proc.kill('SIGCONT');
