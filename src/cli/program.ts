@@ -8,6 +8,7 @@ import { layoutsCommand } from './commands/layouts.js';
 import { seqCommand } from './commands/seq.js';
 import { serveCommand } from './commands/serve.js';
 import { userCommand } from './commands/user.js';
+import { whoisCommand } from './commands/whois.js';
 import { type CliIO, CommandFailedError, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UsageError } from './io.js';
 
 /** A command factory. To add a command: write `commands/<name>.ts` exporting one, import it, list it here. */
@@ -22,6 +23,7 @@ export const COMMANDS: readonly CommandFactory[] = [
   devCommand,
   userCommand,
   seqCommand,
+  whoisCommand,
 ];
 
 /** Build the `floe` program writing to `io`. Commander's own exits are turned into thrown CommanderErrors. */

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { Layout } from '../id/index.js';
 import { checkApp, checkInt, encodeLeaseCommand, leaseError } from '../state/leases/codec.js';
 import type { LeaseStateMachine } from '../state/leases/lease-state-machine.js';
 import {
@@ -19,6 +20,7 @@ import {
 } from '../state/leases/types.js';
 import { DeadlineHeap, type HeapEntry } from './deadline-heap.js';
 import { ReadCoalescer } from './read-coalescer.js';
+import { type WhoisAnswer, whois } from './whois.js';
 
 /**
  * What the lease service needs from the Raft node (FloeNode fits through `leaseNodeOf`).
@@ -412,6 +414,12 @@ export class LeaseService {
   }
 
   /** Live leases of an app with the leader's remaining time. Linearizable unless told otherwise. */
+  /** Who issued `id` (decoded with `layout`), from this node's applied lease state after a linearizable read. */
+  async whois(id: bigint, layout: Layout, app?: string): Promise<WhoisAnswer> {
+    await this.node.linearizableRead();
+    return whois(this.state, id, layout, app);
+  }
+
   async list(app: string, opts: { linearizable?: boolean } = {}): Promise<LeaseListing[]> {
     if (opts.linearizable !== false) await this.node.linearizableRead();
     const now = this.clock.monotonicMs();

@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { FloeIdError, getLayout, type Layout } from '../id/index.js';
 import { NotLeaderError } from '../node/errors.js';
 import {
   encodeAuthCommand,
@@ -146,6 +147,7 @@ export function registerFloeApi(
       isOpen(path) ||
       path.startsWith('/v1/apps/') ||
       path.startsWith('/v1/users') ||
+      path.startsWith('/v1/ids/') ||
       path === '/v1/sequences' ||
       path.startsWith('/v1/sequences/') ||
       path.startsWith('/api/segment/') ||
@@ -226,6 +228,36 @@ export function registerFloeApi(
         return unwrap(await leases.release({ app: req.params.app, ...ids, lastTimestampMs }));
       } catch (err) {
         return leaseFail(reply, err, req.url);
+      }
+    },
+  );
+
+  // Who issued this ID? (docs/whois.md). Needs read on the app given, or on '*' without one.
+  app.get<{ Params: { id: string }; Querystring: { layout?: string; app?: string } }>(
+    '/v1/ids/:id',
+    async (req, reply) => {
+      const { layout: layoutName = 'floe', app: appName } = req.query;
+      if (!allowed(req, reply, appName ?? '*', 'read')) return reply;
+      let layout: Layout;
+      let id: bigint;
+      try {
+        layout = getLayout(layoutName);
+        if (!/^(?:\d{1,20}|0x[0-9a-fA-F]{1,16})$/.test(req.params.id)) throw new Error('bad id');
+        id = BigInt(req.params.id);
+        if (id < 0n || id >= 2n ** 63n) throw new Error('bad id');
+      } catch (err) {
+        const message =
+          err instanceof Error && err.message === 'bad id'
+            ? `id must be a decimal or 0x-hex integer in [0, 2^63), got ${JSON.stringify(req.params.id.slice(0, 40))}`
+            : (err as Error).message;
+        return reply.code(400).send({ error: 'invalid_argument', message });
+      }
+      try {
+        return await leases.whois(id, layout, appName);
+      } catch (err) {
+        if (err instanceof FloeIdError)
+          return reply.code(400).send({ error: 'invalid_argument', message: err.message });
+        return fail(reply, err, req.url);
       }
     },
   );

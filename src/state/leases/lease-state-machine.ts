@@ -420,6 +420,7 @@ export class LeaseStateMachine implements StateMachine<LeaseResult> {
       nodeId: r.nodeId,
       token: r.token,
       highWaterMs: r.highWaterMs,
+      floorMs: r.floorMs,
       ttlMs: r.ttlMs,
       grantedAtMs: r.grantedAtMs,
       renewedAtMs: r.renewedAtMs,

@@ -211,6 +211,8 @@ export interface WorkerInfo {
   /** Live: the current token. Free: the last token, 0 when never granted. */
   token: number;
   highWaterMs: number;
+  /** The high-water mark when the current (or last) holder was granted it: its IDs lie in (floorMs, highWaterMs]. */
+  floorMs: number;
   ttlMs: number;
   grantedAtMs: number;
   renewedAtMs: number;
