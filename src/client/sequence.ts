@@ -72,6 +72,11 @@ export class FloeSequence {
     return this.buffer.next();
   }
 
+  /** The next value if one is buffered, else undefined (a fetch is then under way). Never waits. */
+  tryNextSync(): number | undefined {
+    return this.buffer.tryNextSync();
+  }
+
   /** `n` values, increasing. */
   nextBatch(n: number): Promise<number[]> {
     return this.buffer.nextBatch(n);

@@ -1,0 +1,1 @@
+export { ready, SequenceNotReadyError, sequenceDefault, snowflakeDefault } from './defaults.js';
