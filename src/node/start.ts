@@ -6,6 +6,7 @@ import { FloeClient } from '../client/floe-client.js';
 import { leaseNodeOf } from '../lease/floe-node-adapter.js';
 import { LeaseService } from '../lease/lease-service.js';
 import { httpRemoteAlloc, SequenceService, sequenceNodeOf } from '../sequences/index.js';
+import { PasswordVerifier } from '../server/auth/password-verifier.js';
 import { respBackendOf } from '../server/floe-services.js';
 import { addressProof, startHttpAdmin } from '../server/http-admin.js';
 import { type RespServer, startRespServer } from '../server/resp/index.js';
@@ -116,7 +117,13 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
     holder: `floe-node-${config.nodeId}`,
     cacheDir: join(config.dataDir, 'snowflake-leases'),
   });
-  const services = { node, leases, sequences, snowflakes, auth: state.auth, memberSecret: secret };
+  // Password checks on a thread of their own (never on libuv's pool, which the WAL's fsyncs use),
+  // with back-off per client address and per user, and a cache of verified credentials.
+  const passwords = new PasswordVerifier({
+    lookup: (user) => state.auth.passwordOf(user),
+    revision: () => state.auth.revision,
+  });
+  const services = { node, leases, sequences, snowflakes, auth: state.auth, memberSecret: secret, passwords };
   const httpListen = parseHostPort('--http-addr', config.httpAddr);
   const respListen = parseHostPort('--resp-addr', config.respAddr);
   let http: FastifyInstance | undefined;
@@ -187,6 +194,7 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
         await Promise.race([snowflakes.close(), new Promise((r) => setTimeout(r, 2000))]);
         leases.close();
         sequences.close();
+        passwords.close();
         stopPublishing();
         await node.stop(reason);
         await resp.close();

@@ -12,10 +12,12 @@ import { SnowflakeRefusedError, type SnowflakeService } from '../snowflakes/snow
 import type { AuthStateMachine, Permission } from '../state/auth/index.js';
 import type { LeaseError, LeaseGrant } from '../state/leases/index.js';
 import { MAX_VALUE, type SequenceInfo } from '../state/sequences/index.js';
+import type { PasswordVerifier } from './auth/password-verifier.js';
 import {
   BackendError,
   type LeaseReply,
   type RespBackend,
+  RespError,
   type RespMember,
   type SequenceBackend,
   type SequenceInfoReply,
@@ -36,6 +38,8 @@ export interface FloeServices {
   snowflakes?: SnowflakeService;
   /** The cluster secret: members may call the lease API as themselves (member-auth.ts). */
   memberSecret?: string;
+  /** Password checks off libuv's pool, with back-off and a success cache (absent: auth.verify directly). */
+  passwords?: PasswordVerifier;
   auth: AuthStateMachine;
 }
 
@@ -119,7 +123,17 @@ export function respBackendOf(s: FloeServices): RespBackend {
     term: () => node.status().term,
     appliedIndex: () => node.status().appliedIndex,
     authRequired: () => auth.authEnabled,
-    authenticate: (user, pass) => auth.verify(user, pass),
+    authenticate: async (user, pass, addr) => {
+      if (!s.passwords) return auth.verify(user, pass);
+      const r = await s.passwords.verify(user, pass, addr ?? '');
+      if (r.ok) return true;
+      if (r.reason === 'backoff')
+        throw new RespError(
+          `ERR too many failed authentication attempts from this client or for this user; retry in ${Math.ceil(r.retryAfterMs / 1000)} s`,
+        );
+      if (r.reason === 'busy') throw new RespError('TRYAGAIN too many password checks queued; retry shortly');
+      return false;
+    },
     authorize: (user, app, perm) => auth.permits(user, app, perm as Permission),
     workerAcquire: (req: WorkerAcquireRequest) =>
       call(async () => {

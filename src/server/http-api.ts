@@ -74,7 +74,27 @@ export function registerFloeApi(
       return;
     }
     const creds = basicCredentials(header);
-    if (!creds || !(await auth.verify(creds.user, creds.password))) {
+    if (creds && s.passwords) {
+      const r = await s.passwords.verify(creds.user, creds.password, req.ip);
+      if (!r.ok && r.reason === 'backoff')
+        return reply
+          .code(429)
+          .header('retry-after', String(Math.ceil(r.retryAfterMs / 1000)))
+          .send({
+            error: 'too_many_failures',
+            message: `too many failed authentication attempts from this client or for this user; retry in ${Math.ceil(r.retryAfterMs / 1000)} s`,
+          });
+      if (!r.ok && r.reason === 'busy')
+        return reply
+          .code(429)
+          .header('retry-after', '1')
+          .send({ error: 'auth_busy', message: 'too many password checks queued; retry shortly' });
+      if (r.ok) {
+        req.floeUser = creds.user;
+        return;
+      }
+    }
+    if (!creds || s.passwords || !(await auth.verify(creds.user, creds.password))) {
       return reply.code(401).header('www-authenticate', 'Basic realm="floe"').send({
         error: 'unauthorized',
         message: 'authentication required: Authorization: Basic base64(user:password)',

@@ -33,7 +33,7 @@ export interface RespBackend {
   /** When true, every command but AUTH, HELLO and QUIT needs a successful AUTH first (`-NOAUTH`). */
   authRequired(): boolean;
   /** Check a user's password (AUTH pass → user `default`). */
-  authenticate(user: string, pass: string): boolean | Promise<boolean>;
+  authenticate(user: string, pass: string, clientAddr?: string): boolean | Promise<boolean>;
   /** Per-app permission check. Absent = every authenticated user may do everything. */
   authorize?(user: string | undefined, app: string, perm: LeasePermission): boolean;
   /** Lease a worker ID of `app` to the instance `nodeId` (its previous ID when free). */

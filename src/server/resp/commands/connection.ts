@@ -293,7 +293,9 @@ function authenticate(
     session.authenticated = true;
     return onOk();
   };
-  const r = server.backend.authenticate(user, pass);
+  // The address without the port: back-off is per client host.
+  const addr = session.remoteAddress.replace(/:\d+$/, '');
+  const r = server.backend.authenticate(user, pass, addr);
   return typeof r === 'boolean' ? settle(r) : r.then(settle);
 }
 
