@@ -8,6 +8,7 @@ import {
   type Snowflake,
   type SnowflakeOptions,
 } from '../id/index.js';
+import { bugOn } from '../testing/bug-switches.js';
 import type { CacheLock } from './cache-lock.js';
 import type { MonotonicClock } from './clocks.js';
 import {
@@ -208,7 +209,7 @@ export class WorkerLease extends EventEmitter {
     if (!this.valid) throw this.lostError();
     const l = resolveLayout(layout);
     const key = JSON.stringify([l, options]);
-    if (this.generator !== undefined) {
+    if (this.generator !== undefined && !bugOn('client-two-generators')) {
       if (this.generator.key === key) return this.generator.gen;
       throw new ClientOptionError(
         'layout',
@@ -260,8 +261,8 @@ export class WorkerLease extends EventEmitter {
       (g, now) => {
         const m = mono();
         // `now` is the generator's clock (wall + lead): the wall deadline is checked on the same reading.
-        if (!(m < this.deadline - spanMs) || !(now - lead < this.deadlineWall - spanMs))
-          throw this.lostError();
+        const span = bugOn('client-no-tick-margin') ? 0 : spanMs;
+        if (!(m < this.deadline - span) || !(now - lead < this.deadlineWall - span)) throw this.lostError();
         g.lastCheckMono = m;
       },
     );

@@ -1,6 +1,7 @@
 // Replays WAL segments into the state they describe. Pure logic over buffers: the file I/O (and
 // cutting a torn tail) is the caller's (wal.ts), so every corruption rule is testable in memory.
 import type { ConfState, Entry, HardState } from '../raft/types.js';
+import { bugOn } from '../testing/bug-switches.js';
 import { WalCorruptionError } from './errors.js';
 import {
   decodeEntries,
@@ -53,6 +54,8 @@ export interface TornTail {
   /** File length before the cut. */
   fileBytes: number;
   reason: string;
+  /** Test-only ('wal-cut-complete-frame'): cut without fencing the vote, as before issue 9. */
+  unfenced?: boolean;
 }
 
 /** The state the retained segments describe. */
@@ -111,6 +114,10 @@ export class WalReplayer {
       }
       if (fr.kind === 'incomplete' && isLast && !first) {
         return { file: ref.name, offset, fileBytes: buf.length, reason: fr.reason };
+      }
+      // Test-only: the issue-9 bug, a complete frame that fails its checksum cut as if torn, unfenced.
+      if (fr.kind === 'bad' && isLast && !first && bugOn('wal-cut-complete-frame')) {
+        return { file: ref.name, offset, fileBytes: buf.length, reason: fr.reason, unfenced: true };
       }
       if (fr.kind !== 'ok') {
         // A segment header is written and fsynced before the segment is renamed into place, and an

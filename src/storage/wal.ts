@@ -241,7 +241,7 @@ export class Wal {
     let recovery: WalRecovery = { tailCut: false };
     // The last segment as it is kept: what replay accepted (a torn tail cut off), in this build's format.
     const kept: Buffer[] = [segmentPreamble(), lastBuf.subarray(SEGMENT_PREAMBLE_BYTES, torn?.offset)];
-    if (torn) {
+    if (torn && !torn.unfenced) {
       // Protocol-aware recovery: the cut bytes may have held a vote in a newer term (only if fsync
       // lied: an incomplete frame was never covered by a completed fdatasync). Fence the next term
       // as "voted for someone unknown", in the same place, durable before open returns.

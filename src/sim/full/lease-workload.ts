@@ -151,23 +151,31 @@ export class LeaseClientHost {
         );
       });
       lease.on('renewFailed', () => {});
-      let gen: Snowflake;
+      // Two generators asked of one lease, used in turn: the SDK must hand out the same one (with
+      // the 'client-two-generators' switch it does not, and they issue the same IDs).
+      let gens: [Snowflake, Snowflake];
       try {
-        gen = lease.snowflake(s.layout);
+        gens = [lease.snowflake(s.layout), lease.snowflake(s.layout)];
       } catch (err) {
         w.trace(`${proc.name} no generator: ${errText(err)}`);
         await proc.sleep(100);
         continue;
       }
-      await this.generate(proc, rng, lease, gen);
+      await this.generate(proc, rng, lease, gens);
     }
   }
 
   /** Bursts of IDs until the lease ends (lost, or released on purpose). */
-  private async generate(proc: SimProcess, rng: Prng, lease: WorkerLease, gen: Snowflake): Promise<void> {
+  private async generate(
+    proc: SimProcess,
+    rng: Prng,
+    lease: WorkerLease,
+    gens: [Snowflake, Snowflake],
+  ): Promise<void> {
     const w = this.world;
     const s = this.settings;
-    for (;;) {
+    for (let burst = 0; ; burst++) {
+      const gen = gens[burst % 2] as Snowflake;
       await proc.sleep(rng.range(s.gapMs[0], s.gapMs[1]));
       if (!proc.alive) return;
       if (this.stopped) continue;

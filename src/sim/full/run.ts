@@ -2,6 +2,7 @@
 // the seed drew, heal, check liveness and the oracles, and report.
 
 import type { MemberInfo } from '../../node/members.js';
+import { switchBugsOn } from '../../testing/bug-switches.js';
 import type { InvariantViolation } from '../checker.js';
 import { MAX_SEED, Prng } from '../prng.js';
 import { Trace } from '../trace.js';
@@ -132,6 +133,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
   const rng = w.rng('run');
 
   const onProcessError = (err: unknown) => w.fail('process-crash', `uncaught: ${errText(err)}`);
+  const switchBugsOff = switchBugsOn(o.bugs ?? []);
   immediates.install();
   immediates.onError = onProcessError;
   const timers = routeGlobalTimers(sched);
@@ -314,6 +316,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
     failure = { kind: 'harness', detail: errText(err), atUs: sched.nowUs };
     w.trace(`harness error: ${err instanceof Error ? err.stack : String(err)}`);
   } finally {
+    switchBugsOff();
     process.off('unhandledRejection', onProcessError);
     timers.undo();
     immediates.onError = undefined;

@@ -1,0 +1,35 @@
+/**
+ * Test-only switches that put known bugs back into production code, so the full-stack simulator
+ * can show it finds each one (issue 10, "teeth"; docs/simulator-full.md). Inert in production:
+ * the set is empty unless a simulation run turns a switch on for its own duration, and a check is
+ * one size test on an empty set.
+ *
+ * - `client-two-generators` (issue 9 item 2): `lease.snowflake()` makes a new generator on every
+ *   call instead of returning the lease's one, so two generators issue the same IDs.
+ * - `client-no-tick-margin` (issue 9 item 3): the SDK's deadline check does not keep one tick (plus
+ *   the borrow lead) before the deadline, so a coarse tick outlives the lease.
+ * - `wal-cut-complete-frame` (issue 9 item 7): recovery cuts a complete frame that fails its
+ *   checksum at the tail as if it were torn, silently dropping an fsynced record (and its vote).
+ */
+export const BUG_SWITCHES = [
+  'client-two-generators',
+  'client-no-tick-margin',
+  'wal-cut-complete-frame',
+] as const;
+export type BugSwitch = (typeof BUG_SWITCHES)[number];
+
+const active = new Set<string>();
+
+/** True when `name` is switched on (only ever inside a simulation run). */
+export function bugOn(name: BugSwitch): boolean {
+  return active.size !== 0 && active.has(name);
+}
+
+/** Switches on the production-code bugs among `names` until the returned function is called. */
+export function switchBugsOn(names: Iterable<string>): () => void {
+  const mine = [...names].filter((n): n is BugSwitch => (BUG_SWITCHES as readonly string[]).includes(n));
+  for (const n of mine) active.add(n);
+  return () => {
+    for (const n of mine) active.delete(n);
+  };
+}
