@@ -16,7 +16,7 @@ afterEach(async () => {
 });
 
 /** One in-process node (memory storage and network) with the real HTTP API on a free port. */
-async function singleNode(): Promise<{ base: string; app: FastifyInstance }> {
+async function singleNode(): Promise<{ base: string; app: FastifyInstance; lastIndex: () => number }> {
   const members = [{ id: 1, peerAddr: 'mem:1' }];
   const net = new MemoryNetwork();
   const transport = net.endpoint(1);
@@ -50,7 +50,7 @@ async function singleNode(): Promise<{ base: string; app: FastifyInstance }> {
   };
   const addr = app.server.address();
   if (!addr || typeof addr === 'string') throw new Error('no address');
-  return { base: `http://127.0.0.1:${addr.port}`, app };
+  return { base: `http://127.0.0.1:${addr.port}`, app, lastIndex: () => node.status().lastIndex };
 }
 
 async function call(base: string, method: string, path: string, body?: unknown, auth?: string) {
@@ -131,5 +131,49 @@ describe('HTTP lease and user API', () => {
     expect(stale).toMatchObject({ status: 409, body: { error: 'stale_token' } });
     const badTtl = await call(base, 'POST', '/v1/apps/tiny/workers/acquire', { nodeId: 'b', ttlMs: 5 });
     expect(badTtl).toMatchObject({ status: 400, body: { error: 'invalid_argument' } });
+  });
+});
+
+describe('nothing invalid reaches the log (issue 15 items 2 and 4)', () => {
+  it('grant with unknown or nested permissions and revoke with a non-list are 400 and propose nothing', async () => {
+    const { base, lastIndex } = await singleNode();
+    const root = 'root:root-password-1';
+    expect(
+      (
+        await call(base, 'POST', '/v1/users', {
+          user: 'root',
+          password: 'root-password-1',
+          grants: { '*': ['admin'] },
+        })
+      ).status,
+    ).toBe(200);
+    expect(
+      (
+        await call(
+          base,
+          'POST',
+          '/v1/users',
+          { user: 'svc', password: 'svc-password-1', grants: { orders: ['acquire'] } },
+          root,
+        )
+      ).status,
+    ).toBe(200);
+    let nested: unknown = ['read'];
+    for (let i = 0; i < 1500; i++) nested = [nested];
+    const before = lastIndex();
+    for (const permissions of [['bogus'], nested, 'read', { read: true }, [1]]) {
+      const r = await call(base, 'POST', '/v1/users/svc/grants', { app: 'orders', permissions }, root);
+      expect([r.status, r.body.error]).toEqual([400, 'invalid_argument']);
+    }
+    for (const permissions of [7, 'acquire', null, ['bogus'], nested]) {
+      const r = await call(base, 'POST', '/v1/users/svc/revoke', { app: 'orders', permissions }, root);
+      expect([r.status, r.body.error]).toEqual([400, 'invalid_argument']);
+    }
+    expect(lastIndex()).toBe(before); // nothing was proposed
+    const users = await call(base, 'GET', '/v1/users', undefined, root);
+    const svc = (users.body.users as { user: string; grants: Record<string, string[]> }[]).find(
+      (u) => u.user === 'svc',
+    );
+    expect(svc?.grants).toEqual({ orders: ['acquire'] }); // revoke with 7 revoked nothing
   });
 });

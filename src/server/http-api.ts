@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { FloeIdError, getLayout, type Layout } from '../id/index.js';
 import { NotLeaderError } from '../node/errors.js';
 import {
+  decodeAuthCommand,
   encodeAuthCommand,
   type GrantSpec,
   PERMISSIONS,
@@ -31,6 +32,15 @@ declare module 'fastify' {
 
 /** What a member calling as itself may do: hold leases (server-side Snowflake), nothing else. */
 const MEMBER_PERMISSIONS: ReadonlySet<Permission> = new Set(['acquire', 'renew', 'release', 'read']);
+
+/** A flat list of known permission names (no nesting: checked before anything is encoded). */
+function isPermissionList(v: unknown): v is Permission[] {
+  return (
+    Array.isArray(v) &&
+    v.length <= PERMISSIONS.length * 4 &&
+    v.every((p) => typeof p === 'string' && (PERMISSIONS as readonly string[]).includes(p))
+  );
+}
 
 /** Paths anyone may read, with or without auth: probes and the cluster view. */
 const OPEN_PATHS = new Set(['/healthz', '/readyz', '/metrics', '/v1/cluster']);
@@ -337,6 +347,9 @@ export function registerFloeApi(
         message: r.message,
       });
   const propose = async (reply: FastifyReply, cmd: Uint8Array, path: string) => {
+    // Nothing invalid reaches the log: the same complete check apply runs, before proposing.
+    const checked = decodeAuthCommand(cmd);
+    if ('ok' in checked) return authFail(reply, checked);
     try {
       const r = (await node.propose(cmd)) as { ok: boolean; code?: string; message?: string };
       if (!r.ok) return authFail(reply, r as { ok: false; code: string; message: string });
@@ -416,10 +429,11 @@ export function registerFloeApi(
     async (req, reply) => {
       if (!isAdmin(req, reply)) return reply;
       const { app: appName, permissions } = req.body ?? {};
-      if (typeof appName !== 'string' || !Array.isArray(permissions))
-        return reply
-          .code(400)
-          .send({ error: 'invalid_argument', message: 'body must be {"app": string, "permissions": [...]}' });
+      if (typeof appName !== 'string' || !isPermissionList(permissions))
+        return reply.code(400).send({
+          error: 'invalid_argument',
+          message: `body must be {"app": string, "permissions": [...]} with permissions from ${PERMISSIONS.join(', ')}`,
+        });
       return propose(
         reply,
         encodeAuthCommand({
@@ -438,10 +452,12 @@ export function registerFloeApi(
     async (req, reply) => {
       if (!isAdmin(req, reply)) return reply;
       const { app: appName, permissions } = req.body ?? {};
-      if (typeof appName !== 'string')
+      // Absent permissions revoke everything on the app; anything else must be a list (a number or
+      // null revoked everything before).
+      if (typeof appName !== 'string' || (permissions !== undefined && !isPermissionList(permissions)))
         return reply.code(400).send({
           error: 'invalid_argument',
-          message: 'body must be {"app": string, "permissions"?: [...]}',
+          message: `body must be {"app": string, "permissions"?: [...]} with permissions from ${PERMISSIONS.join(', ')}`,
         });
       return propose(
         reply,
@@ -449,7 +465,7 @@ export function registerFloeApi(
           op: 'revoke',
           user: req.params.user,
           app: appName,
-          permissions: Array.isArray(permissions) ? (permissions as Permission[]) : undefined,
+          permissions: permissions as Permission[] | undefined,
         }),
         req.url,
       );
