@@ -14,6 +14,7 @@ import {
 import type { FloeServices } from './floe-services.js';
 import { registerFloeApi } from './http-api.js';
 import { type ErrorBody, sendHttpError } from './http-errors.js';
+import { hardenHttp, MAX_PARAM_LENGTH, strictPositiveInt } from './http-hardening.js';
 
 export interface HttpAdminOptions {
   node: FloeNode<unknown>;
@@ -41,7 +42,12 @@ export type { ErrorBody };
  */
 export async function startHttpAdmin(opts: HttpAdminOptions): Promise<FastifyInstance> {
   const { node, kv } = opts;
-  const app = Fastify({ logger: opts.logger ?? false, bodyLimit: opts.bodyLimit ?? 128 * 1024 });
+  const app = Fastify({
+    logger: opts.logger ?? false,
+    bodyLimit: opts.bodyLimit ?? 128 * 1024,
+    routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
+  });
+  hardenHttp(app);
   const registry = buildMetrics(node);
 
   const fail = sendHttpError;
@@ -105,7 +111,7 @@ export async function startHttpAdmin(opts: HttpAdminOptions): Promise<FastifyIns
   app.post<{ Params: { id: string }; Body: { httpAddr?: unknown; respAddr?: unknown; proof?: unknown } }>(
     '/v1/members/:id/addresses',
     async (req, reply) => {
-      const id = Number(req.params.id);
+      const id = strictPositiveInt(req.params.id) ?? -1;
       const { httpAddr, respAddr, proof } = req.body ?? {};
       if (
         !Number.isSafeInteger(id) ||
@@ -155,8 +161,8 @@ export async function startHttpAdmin(opts: HttpAdminOptions): Promise<FastifyIns
   );
 
   app.delete<{ Params: { id: string } }>('/v1/members/:id', async (req, reply) => {
-    const id = Number(req.params.id);
-    if (!Number.isSafeInteger(id) || id <= 0)
+    const id = strictPositiveInt(req.params.id) ?? -1;
+    if (id <= 0)
       return reply.code(400).send({ error: 'bad_request', message: 'member id must be a positive integer' });
     try {
       await node.removeMember(id);

@@ -163,11 +163,17 @@ describe('nothing invalid reaches the log (issue 15 items 2 and 4)', () => {
     const before = lastIndex();
     for (const permissions of [['bogus'], nested, 'read', { read: true }, [1]]) {
       const r = await call(base, 'POST', '/v1/users/svc/grants', { app: 'orders', permissions }, root);
-      expect([r.status, r.body.error]).toEqual([400, 'invalid_argument']);
+      expect([r.status, r.body.error]).toEqual([
+        400,
+        permissions === nested ? 'json_too_deep' : 'invalid_argument',
+      ]);
     }
     for (const permissions of [7, 'acquire', null, ['bogus'], nested]) {
       const r = await call(base, 'POST', '/v1/users/svc/revoke', { app: 'orders', permissions }, root);
-      expect([r.status, r.body.error]).toEqual([400, 'invalid_argument']);
+      expect([r.status, r.body.error]).toEqual([
+        400,
+        permissions === nested ? 'json_too_deep' : 'invalid_argument',
+      ]);
     }
     expect(lastIndex()).toBe(before); // nothing was proposed
     const users = await call(base, 'GET', '/v1/users', undefined, root);
@@ -175,5 +181,49 @@ describe('nothing invalid reaches the log (issue 15 items 2 and 4)', () => {
       (u) => u.user === 'svc',
     );
     expect(svc?.grants).toEqual({ orders: ['acquire'] }); // revoke with 7 revoked nothing
+  });
+});
+
+describe('one error shape, 405, strict path integers, membership mistakes (issue 15 items 3, 5, 7)', () => {
+  it('framework errors, unknown paths and methods answer {error, message} with a stable code', async () => {
+    const { base } = await singleNode();
+    const raw = async (method: string, path: string, body?: string, type = 'application/json') => {
+      const res = await fetch(base + path, {
+        method,
+        headers: body === undefined ? {} : { 'content-type': type },
+        body,
+      });
+      return {
+        status: res.status,
+        allow: res.headers.get('allow'),
+        body: (await res.json()) as Record<string, unknown>,
+      };
+    };
+    expect(await raw('POST', '/v1/kv/k/cas', '{"expect":')).toMatchObject({
+      status: 400,
+      body: { error: 'invalid_json' },
+    });
+    expect(await raw('POST', '/v1/kv/k/cas', `${'['.repeat(100)}${']'.repeat(100)}`)).toMatchObject({
+      status: 400,
+      body: { error: 'json_too_deep', message: 'JSON nested deeper than 64 levels' },
+    });
+    expect(await raw('POST', '/v1/kv/k/cas', '<x/>', 'application/xml')).toMatchObject({
+      status: 415,
+      body: { error: 'unsupported_media_type' },
+    });
+    expect(await raw('GET', '/v1/nope')).toMatchObject({ status: 404, body: { error: 'not_found' } });
+    const m = await raw('PATCH', '/v1/kv/k');
+    expect(m).toMatchObject({ status: 405, body: { error: 'method_not_allowed' } });
+    expect(m.allow).toMatch(/GET/);
+    for (const id of ['4.242e3', '0x1092', '+4242', ' 4242', '04242'])
+      expect((await raw('DELETE', `/v1/members/${encodeURIComponent(id)}`)).status).toBe(400);
+    // Membership mistakes are 4xx: removing a non-member, transferring to a non-voter.
+    expect((await raw('DELETE', '/v1/members/4242')).status).toBeLessThan(500);
+    const t = await raw('POST', '/v1/leader/transfer', '{"to": 77}');
+    expect(t.status).toBe(409);
+    // A 1,024-byte key (the documented limit) is a valid path parameter.
+    const long = 'k'.repeat(1024);
+    expect((await raw('PUT', `/v1/kv/${long}`, '{"value":"v"}')).status).toBe(200);
+    expect((await raw('PUT', `/v1/kv/${long}x`, '{"value":"v"}')).status).toBe(400);
   });
 });

@@ -1,0 +1,115 @@
+import type { FastifyError, FastifyInstance } from 'fastify';
+
+/** JSON bodies nested deeper than this are refused (400) before they are parsed. */
+export const MAX_JSON_DEPTH = 64;
+/** Path parameters may be this long (keys are up to 1,024 bytes, escaped). */
+export const MAX_PARAM_LENGTH = 4096;
+
+/**
+ * The deepest nesting of arrays and objects in a JSON text, found by one scan outside strings
+ * (no recursion, so a hostile depth cannot overflow the stack).
+ */
+export function jsonDepth(text: string): number {
+  let depth = 0;
+  let max = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 92 /* \ */) i++;
+      else if (c === 34 /* " */) inString = false;
+    } else if (c === 34) inString = true;
+    else if (c === 91 || c === 123) {
+      if (++depth > max) max = depth;
+    } else if (c === 93 || c === 125) depth--;
+  }
+  return max;
+}
+
+/** Framework codes → the documented `error` codes (docs/http-errors.md). */
+function codeOf(err: FastifyError, status: number): string {
+  switch (err.code) {
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return 'invalid_json';
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return 'body_too_large';
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return 'unsupported_media_type';
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return 'invalid_content_length';
+    case 'FST_ERR_MAX_PARAM_LENGTH':
+      return 'path_too_long';
+    default:
+      return status === 400 ? 'bad_request' : status >= 500 ? 'internal' : 'bad_request';
+  }
+}
+
+/**
+ * Every 4xx and 5xx in one shape, `{error, message}` with a stable code (issue 15 item 7): framework
+ * errors (invalid JSON, body too large, media type), JSON nested deeper than MAX_JSON_DEPTH (400
+ * `json_too_deep`), unknown paths (404 `not_found`) and known paths with another method (405
+ * `method_not_allowed`, with `Allow`).
+ */
+export function hardenHttp(app: FastifyInstance): void {
+  const routes: { method: string; re: RegExp }[] = [];
+  app.addHook('onRoute', (r) => {
+    const methods = Array.isArray(r.method) ? r.method : [r.method];
+    const re = new RegExp(
+      `^${r.url
+        .replace(/[.+?^${}()|[\]\\]/g, '\\$&')
+        .replace(/\/:[^/]+/g, '/[^/]+')
+        .replace(/\*/g, '.*')}$`,
+    );
+    for (const m of methods) routes.push({ method: String(m).toUpperCase(), re });
+  });
+
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
+    const text = body as string;
+    if (text.length === 0) return done(null, undefined);
+    if (jsonDepth(text) > MAX_JSON_DEPTH) {
+      const err = new Error(`JSON nested deeper than ${MAX_JSON_DEPTH} levels`) as FastifyError;
+      err.statusCode = 400;
+      err.code = 'FLOE_JSON_TOO_DEEP';
+      return done(err, undefined);
+    }
+    try {
+      done(null, JSON.parse(text));
+    } catch (e) {
+      const err = new Error(`invalid JSON body: ${(e as Error).message}`) as FastifyError;
+      err.statusCode = 400;
+      err.code = 'FST_ERR_CTP_INVALID_JSON_BODY';
+      done(err, undefined);
+    }
+  });
+
+  app.setErrorHandler((err: FastifyError, _req, reply) => {
+    const status = err.statusCode && err.statusCode >= 400 && err.statusCode < 600 ? err.statusCode : 500;
+    const error = err.code === 'FLOE_JSON_TOO_DEEP' ? 'json_too_deep' : codeOf(err, status);
+    return reply.code(status).send({ error, message: err.message });
+  });
+
+  app.setNotFoundHandler((req, reply) => {
+    const path = req.url.split('?')[0] ?? '';
+    const allow = [...new Set(routes.filter((r) => r.re.test(path)).map((r) => r.method))].filter(
+      (m) => m !== 'HEAD',
+    );
+    if (allow.length > 0)
+      return reply
+        .code(405)
+        .header('allow', allow.join(', '))
+        .send({
+          error: 'method_not_allowed',
+          message: `${req.method} is not allowed on ${path}; allowed: ${allow.join(', ')}`,
+        });
+    return reply.code(404).send({ error: 'not_found', message: `no route ${req.method} ${path}` });
+  });
+}
+
+/** A positive integer written plainly (no sign, exponent, hex, spaces or leading zeros), or undefined. */
+export function strictPositiveInt(s: string): number | undefined {
+  if (!/^[1-9][0-9]{0,15}$/.test(s)) return undefined;
+  const n = Number(s);
+  return Number.isSafeInteger(n) ? n : undefined;
+}
