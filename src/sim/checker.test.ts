@@ -348,6 +348,47 @@ describe('committed entries are never lost', () => {
     ]);
     c.observeCommitQuorum(1, 2, [1, 2, 3], logs);
   });
+
+  it('after a removal (3 -> 2 voters) a commit decided with the removed member passes; with 4 voters one holder does not', () => {
+    // Full-stack seed 106634: the leader's commit, acknowledged by the member it then removed, was
+    // persisted after the removal applied. Every quorum of [1, 2] contains the leader: safe.
+    const c = new SafetyChecker();
+    const full = logViewOf([
+      [1, 1],
+      [2, 1],
+    ]);
+    c.observeCommit(1, 1, 0, 2, full);
+    const short = logViewOf([[1, 1]]);
+    c.observeCommitQuorum(
+      1,
+      2,
+      [1, 2],
+      new Map([
+        [1, full],
+        [2, short],
+      ]),
+    );
+    const four = new Map([
+      [1, full],
+      [2, short],
+      [3, short],
+      [4, short],
+    ]);
+    expectViolation(() => c.observeCommitQuorum(1, 2, [1, 2, 3, 4], four), 'committed-entry-lost');
+    expectViolation(
+      () =>
+        c.observeCommitQuorum(
+          1,
+          2,
+          [1, 2],
+          new Map([
+            [1, short],
+            [2, short],
+          ]),
+        ),
+      'committed-entry-lost',
+    );
+  });
 });
 
 describe('leader completeness', () => {

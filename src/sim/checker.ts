@@ -367,8 +367,13 @@ export class SafetyChecker {
   }
 
   /**
-   * A leader (whose voters are `voters`) durably committed `commit`: at that moment a quorum of the
-   * voters must durably hold that entry, or a later election could lose it.
+   * A leader (whose voters are `voters` now) durably committed `commit`: every quorum of the voters
+   * must contain a node that durably holds the entry, or a later election could lose it. That is
+   * `voters - quorum + 1` holders among the voters: a quorum for an odd number of voters, one fewer
+   * for an even number. (Not "a quorum of holders": a commit decided under the previous membership —
+   * the removed member acknowledged it — may be persisted after the removal was applied; with
+   * single-server changes the old and new quorums intersect, which is what keeps it. Full-stack
+   * seed 106634: a 3 → 2 removal, the leader's commit 107 held by the leader and the removed node.)
    */
   observeCommitQuorum(
     leader: NodeId,
@@ -383,12 +388,13 @@ export class SafetyChecker {
       return log !== undefined && holds(log, commit, term);
     });
     const quorum = Math.floor(voters.length / 2) + 1;
-    if (holders.length < quorum) {
+    const needed = voters.length - quorum + 1;
+    if (holders.length < needed) {
       this.fail(
         'committed-entry-lost',
         `leader ${leader} committed entry ${commit} (term ${term}) but only [${holders.join(',')}] of voters [${voters.join(
           ',',
-        )}] hold it durably (quorum ${quorum})`,
+        )}] hold it durably (every quorum of ${quorum} needs one of ${needed})`,
         { node: leader, term, index: commit },
       );
     }

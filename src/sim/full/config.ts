@@ -227,17 +227,6 @@ export const COARSE_LAYOUT: Layout = defineLayout({
   sequenceBits: 4,
 });
 
-/** Seconds, as Baidu's uid-generator: a tick as long as a large part of the lease. */
-export const COARSE_SECOND_LAYOUT: Layout = defineLayout({
-  name: 'sim-coarse-1s',
-  epochMs: Date.UTC(2026, 0, 1),
-  unitMs: 1000,
-  timestampBits: 34,
-  datacenterBits: 0,
-  workerBits: 17,
-  sequenceBits: 12,
-});
-
 /** The SDK's default layout. */
 export const FLOE_LAYOUT: Layout = resolveLayout('floe');
 
@@ -293,9 +282,7 @@ export function drawConfig(seed: number, profileName: string, o: ConfigOverrides
     lease: {
       app: 'svc',
       ttlMs,
-      // A quarter coarse: 50 ms ticks, or (TTL 2 s and up, half of those) 1 s ticks, which only the
-      // SDK's one-tick margin keeps inside the lease (issue 9 item 3).
-      layout: rng.chance(0.25) ? (ttlMs >= 2000 && rng.chance(0.5) ? COARSE_SECOND_LAYOUT : COARSE_LAYOUT) : FLOE_LAYOUT,
+      layout: rng.chance(0.25) ? COARSE_LAYOUT : FLOE_LAYOUT,
       poolBits: rng.range(2, 4),
       requestTimeoutMs: rng.pick([200, 500, 1000]),
       burst: [1, rng.range(5, 60)],

@@ -30,25 +30,21 @@ describe('the full-stack simulator finds re-introduced bugs', () => {
     expect(f?.kind).toBe('lease-overlap');
   });
 
-  // Switches inside production code (src/testing/bug-switches.ts): the seed that finds the bug,
-  // and the same seed passing with the switch off.
-  it('issue 9 item 2: two generators on one lease issue the same IDs (clients seed 1)', {
-    timeout: 300_000,
-  }, async () => {
-    const on = await runFullSim({ seed: 1, profile: 'clients', bugs: ['client-two-generators'] });
-    expect(on.failure?.kind).toBe('duplicate-id');
-    const off = await runFullSim({ seed: 1, profile: 'clients' });
-    expect(off.failure).toBeUndefined();
+  // Switches inside production code (src/testing/bug-switches.ts): the first seed that finds the
+  // bug, and that seed passing with the switch off.
+  it('issue 9 item 2: two generators on one lease issue the same IDs', { timeout: 300_000 }, async () => {
+    const f = await firstFailure({ profile: 'clients', bugs: ['client-two-generators'] }, 10);
+    expect(f?.kind).toBe('duplicate-id');
+    expect((await runFullSim({ seed: f!.seed, profile: 'clients' })).failure).toBeUndefined();
   });
 
-  it('issue 9 item 7: a complete frame cut as a torn tail loses an fsynced vote (disk seed 30)', {
+  it('issue 9 item 7: a complete frame cut as a torn tail loses an fsynced vote', {
     timeout: 300_000,
   }, async () => {
-    const on = await runFullSim({ seed: 30, profile: 'disk', bugs: ['wal-cut-complete-frame'] });
-    expect(on.failure?.kind).toBe('raft');
-    expect(on.failure?.detail).toMatch(/hardstate-monotonic/);
-    const off = await runFullSim({ seed: 30, profile: 'disk' });
-    expect(off.failure).toBeUndefined();
+    const f = await firstFailure({ profile: 'disk', bugs: ['wal-cut-complete-frame'] }, 80);
+    expect(f?.kind).toBe('raft');
+    expect(f?.detail).toMatch(/hardstate-monotonic/);
+    expect((await runFullSim({ seed: f!.seed, profile: 'disk' })).failure).toBeUndefined();
   });
 
   it('finding FS-2 (fixed): without its workaround, no seed fails (a restarted joined member keeps the cluster membership)', {
