@@ -18,7 +18,7 @@ import type { World } from './world.js';
 
 interface Holder {
   key: string;
-  /** When the holder's process got the lease, and its machine (for the documented P1 exemption). */
+  /** When the holder's process asked for the lease (its deadline counts from then), and its machine (for the documented P1 exemption). */
   leasedAtUs: number;
   machine: Machine | undefined;
   worker: string;

@@ -128,6 +128,9 @@ export class LeaseClientHost {
         continue;
       }
       let lease: WorkerLease;
+      // The SDK's deadline counts from when the acquire was sent: a suspend (and a backward wall
+      // step) between the send and the answer is inside the lease, for the P1 exemption too.
+      const askedAtUs = proc.effectiveUs;
       try {
         lease = await client.leaseWorker({
           app: s.app,
@@ -142,7 +145,7 @@ export class LeaseClientHost {
         continue;
       }
       this.stats.acquired++;
-      this.oracle.leased(proc.name, lease.token, this.machine, proc.effectiveUs);
+      this.oracle.leased(proc.name, lease.token, this.machine, askedAtUs);
       w.trace(`${proc.name} leased worker ${lease.workerId} token ${lease.token} (floor ${lease.floorMs})`);
       lease.on('lost', (e: Error) => {
         this.stats.lost++;
