@@ -165,7 +165,15 @@ export class VirtualNetwork {
       if (!this.rng.chance(c.reorder)) at = Math.max(at, this.lastAt.get(key) ?? 0);
       this.lastAt.set(key, Math.max(at, this.lastAt.get(key) ?? 0));
       const bytes = frame;
-      this.sched.at(at, to.proc, `deliver ${m.type}`, () => this.deliver(from, to, bytes, m));
+      const state = { delivered: false };
+      this.sched.at(at, to.proc, `deliver ${m.type}`, () => {
+        state.delivered = true;
+        this.deliver(from, to, bytes, m);
+      });
+      // A snapshot whose receiver dies before it arrives is never delivered (its process's events
+      // go with it); the production transport sees the stream break and reports it (FS-7, swarm
+      // seed 114266: the leader waited on that snapshot for ever). Watch from the sender's side.
+      if (m.type === 'snap') this.watchSnapshot(from, to, m.to, at, state);
     }
   }
 
@@ -185,6 +193,25 @@ export class VirtualNetwork {
     this.onDeliver?.(m.to);
     this.sinkCall(to, 'message', m);
     if (m.type === 'snap') this.snapStatus(from, m.to, true);
+  }
+
+  private watchSnapshot(
+    from: Endpoint,
+    to: Endpoint,
+    peer: NodeId,
+    atUs: number,
+    state: { delivered: boolean },
+  ): void {
+    this.sched.at(atUs + 1, from.proc, 'snapWatch', () => {
+      if (state.delivered || !this.live(from)) return;
+      if (!this.live(to)) {
+        this.trace(`net ${from.id}->${peer} snap lost (receiver died before it arrived)`);
+        this.snapStatus(from, peer, false);
+        return;
+      }
+      // Held back by a paused receiver: look again later.
+      this.watchSnapshot(from, to, peer, this.sched.nowUs + 100_000, state);
+    });
   }
 
   private snapStatus(from: Endpoint, peer: NodeId, ok: boolean): void {

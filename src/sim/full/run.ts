@@ -405,7 +405,15 @@ async function heal(
     const members = new Set([...st.conf.voters, ...st.conf.learners]);
     const behind = up.filter((h) => members.has(h.id) && h.node!.status().appliedIndex < commit);
     if (behind.length > 0) {
-      why = `n${behind.map((h) => h.id).join(',n')} not caught up with commit ${commit}`;
+      // The leader's view of each lagging member, for the report (state, match, next).
+      const pr = st.progress ?? {};
+      const views = behind.map((h) => {
+        const p = pr[h.id];
+        return p
+          ? `n${h.id} ${p.state} match=${p.match} next=${p.next}${p.recentActive ? '' : ' inactive'}`
+          : `n${h.id} untracked`;
+      });
+      why = `n${behind.map((h) => h.id).join(',n')} not caught up with commit ${commit} (leader sees ${views.join('; ')})`;
       return false;
     }
     if (leaseClients.length > 0 && !leaseClients.some((c) => c.lastIssuedUs > healedAt)) {
