@@ -7,6 +7,7 @@ import {
   chaosViolations,
   checkChaosHistory,
   encodeMarks,
+  fieldReader,
   type LeaseBeginLine,
   type Mark,
   type ProcessHistory,
@@ -475,6 +476,26 @@ describe('chaos records: parsers', () => {
     expect(h.ends).toHaveLength(1);
     expect(h.pauses).toEqual([{ stop: 2, cont: 3 }]);
     expect(h.exit?.mono).toBe(4);
+  });
+
+  it('reads every field position of a 63-bit value like BigInt does', () => {
+    let seed = 7;
+    const rand32 = () => {
+      seed = (seed * 1664525 + 1013904223) >>> 0;
+      return seed;
+    };
+    for (let shift = 0; shift < 63; shift++) {
+      for (let bits = 1; bits <= Math.min(53, 63 - shift); bits++) {
+        const read = fieldReader(shift, bits);
+        for (let n = 0; n < 8; n++) {
+          const hi = rand32() >>> 1; // the sign bit is 0
+          const lo = rand32();
+          const v = (BigInt(hi) << 32n) | BigInt(lo);
+          const want = Number((v >> BigInt(shift)) & ((1n << BigInt(bits)) - 1n));
+          if (read(hi, lo) !== want) expect(read(hi, lo), `shift ${shift} bits ${bits} ${v}`).toBe(want);
+        }
+      }
+    }
   });
 
   it('decodes every field of layouts whose fields straddle the 32-bit word boundary', () => {

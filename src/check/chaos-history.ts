@@ -417,17 +417,25 @@ export function checkChaosHistory(h: ChaosHistory): ChaosCheckResult {
     for (const burst of l.bursts) if (burst.end) ceilings.push({ to: burst.end.count, ceiling: burst.end.x });
     const lastCeiling = l.end?.ceilingMs ?? Number.POSITIVE_INFINITY;
     let ci = 0;
-    let prev: bigint | undefined;
+    let ceiling = ceilings.length > 0 ? (ceilings[0] as { ceiling: number }).ceiling : lastCeiling;
+    const tickOf = fieldReader(layout.timestampShift, layout.timestampBits);
+    const workerOf = fieldReader(layout.workerShift, layout.workerBits);
+    const dcOf = fieldReader(layout.datacenterShift, layout.datacenterBits);
+    const wantWorker = layout.datacenterBits > 0 ? b.localWorkerId : b.workerId;
+    const wantDc = layout.datacenterBits > 0 ? b.datacenterId : 0;
+    // Tens of millions of IDs: the 32-bit halves as numbers, no BigInt per ID (BigInts only for the examples).
+    let prevHi = -1;
+    let prevLo = -1;
     for (let i = l.idStart; i < l.idEnd; i++) {
-      while (ci < ceilings.length && (ceilings[ci] as { to: number }).to <= i) ci++;
-      const ceiling = ci < ceilings.length ? (ceilings[ci] as { ceiling: number }).ceiling : lastCeiling;
+      if (ci < ceilings.length && (ceilings[ci] as { to: number }).to <= i) {
+        while (ci < ceilings.length && (ceilings[ci] as { to: number }).to <= i) ci++;
+        ceiling = ci < ceilings.length ? (ceilings[ci] as { ceiling: number }).ceiling : lastCeiling;
+      }
       const lo = words[2 * i] as number;
       const hi = words[2 * i + 1] as number;
-      const ts = layout.epochMs + field(hi, lo, layout.timestampShift, layout.timestampBits) * layout.unitMs;
-      const worker = field(hi, lo, layout.workerShift, layout.workerBits);
-      const dc = field(hi, lo, layout.datacenterShift, layout.datacenterBits);
-      const wantWorker = layout.datacenterBits > 0 ? b.localWorkerId : b.workerId;
-      const wantDc = layout.datacenterBits > 0 ? b.datacenterId : 0;
+      const ts = layout.epochMs + tickOf(hi, lo) * layout.unitMs;
+      const worker = workerOf(hi, lo);
+      const dc = dcOf(hi, lo);
       if (ts < l.minTs) l.minTs = ts;
       if (ts > l.maxTs) l.maxTs = ts;
       if (worker !== wantWorker || dc !== wantDc || !(ts > b.floorMs) || ts > ceiling) {
@@ -436,12 +444,12 @@ export function checkChaosHistory(h: ChaosHistory): ChaosCheckResult {
           `${label(l)}: ID ${ids[i]} ts ${ts} worker ${worker} dc ${dc} (floor ${b.floorMs}, ceiling ${ceiling})`,
         );
       }
-      const id = ids[i] as bigint;
-      if (prev !== undefined && id <= prev) {
+      if (hi < prevHi || (hi === prevHi && lo <= prevLo)) {
         nonIncreasing++;
-        note(`${label(l)}: ID ${id} after ${prev}`);
+        note(`${label(l)}: ID ${ids[i]} after ${ids[i - 1]}`);
       }
-      prev = id;
+      prevHi = hi;
+      prevLo = lo;
     }
   }
 
@@ -567,13 +575,26 @@ export function checkChaosHistory(h: ChaosHistory): ChaosCheckResult {
 }
 
 /**
- * Bits [shift, shift + bits) of the 64-bit value hi * 2^32 + lo (lo, hi unsigned 32-bit words), as a number: exact,
- * since no field is wider than 53 bits. Far cheaper than BigInt for tens of millions of IDs.
+ * A reader of bits [shift, shift + bits) of the 64-bit value hi * 2^32 + lo (lo, hi: its unsigned 32-bit words), as
+ * a number: exact, since no field is wider than 53 bits, and far cheaper than BigInt for tens of millions of IDs.
  */
-function field(hi: number, lo: number, shift: number, bits: number): number {
-  if (bits === 0) return 0;
-  const size = 2 ** bits;
-  if (shift >= 32) return Math.floor(hi / 2 ** (shift - 32)) % size;
-  const low = Math.floor(lo / 2 ** shift);
-  return (low + (hi % 2 ** Math.max(0, shift + bits - 32)) * 2 ** (32 - shift)) % size;
+export function fieldReader(shift: number, bits: number): (hi: number, lo: number) => number {
+  if (bits === 0) return () => 0;
+  if (shift >= 32) {
+    // The sign bit is 0, so hi < 2^31 and an unsigned shift leaves only this field when it is the top one.
+    const k = shift - 32;
+    if (k + bits >= 31) return (hi) => hi >>> k;
+    const m = 2 ** bits - 1;
+    return (hi) => (hi >>> k) & m;
+  }
+  if (shift + bits <= 32) {
+    if (bits === 32) return (_hi, lo) => lo >>> 0;
+    const m = 2 ** bits - 1;
+    return (_hi, lo) => ((lo >>> shift) & m) >>> 0;
+  }
+  // Straddles the word boundary: the high word's low bits, then the low word's high bits.
+  const hb = shift + bits - 32;
+  const hm = hb >= 31 ? 0x7fffffff : 2 ** hb - 1;
+  const mul = 2 ** (32 - shift);
+  return (hi, lo) => (hi & hm) * mul + (lo >>> shift);
 }
