@@ -1,30 +1,25 @@
 /**
  * One SDK client process of the chaos run (scripts/chaos.ts starts many). It leases a worker ID, generates IDs in
- * bursts while the lease lasts, re-leases when it loses it, and now and then releases on purpose. Everything it
- * records survives a kill -9 (docs/chaos.md):
+ * bursts while the lease lasts, re-leases when it loses it, and now and then releases on purpose.
  *
- * - `bursts-<name>.bin`: after each burst of at most 2,048 IDs, a Float64 pair (ID count so far, CLOCK_MONOTONIC ms
- *   read after the burst's last `next()`), written before the burst's IDs: every recorded ID's last use is known;
- * - `ids-<name>.bin`: every ID it generated, BigInt64 little-endian, written after every burst (before the next
- *   starts), so a kill -9 loses at most the burst in flight;
- * - `leases-<name>.jsonl`: a `begin` line per lease (worker ID, token, the grant's high-water mark, the layout, where
- *   its IDs start, the first-use time read before its first `next()`) and an `end` line (last ID index, last use =
- *   the last burst's time, why it ended). CLOCK_MONOTONIC is shared by every process on the machine.
+ * Recording (scripts/chaos-records.ts; formats and what they prove: src/check/chaos-history.ts, docs/chaos.md): a
+ * mark with the time before every burst, the time after every ID (a mark when more than GAP_MS passed between two),
+ * and after the burst its IDs, then a mark with the time its last ID returned. All are `write(2)`s before the next
+ * burst starts, so a kill -9 loses at most the IDs of the burst in flight, and its begin mark says one was.
  *
  * Variants (options): `cachePath` (the SDK's lease cache, kept across restarts), `generators` (several
- * `lease.snowflake()` calls used in turn: the SDK returns the same generator, or refuses another layout), `borrow`
- * (borrow mode on sequence exhaustion), `layout` (`floe`, or `coarse`: 100 ms ticks).
+ * `lease.snowflake()` calls, all used in turn: the SDK must give one generator, and refuse another layout),
+ * `borrow` (borrow mode: ticks ahead when a tick's sequence is used up), `layout` (`floe`, or `coarse`: 1 s ticks).
+ * `bugs`: test-only switches (src/testing/bug-switches.ts) put back into this process's SDK, to show that the run
+ * finds them.
  *
- * Usage: tsx scripts/chaos-client.ts '<json options>' (see ChaosClientOptions). SIGTERM: release, flush, exit 0.
+ * Usage: tsx scripts/chaos-client.ts '<json options>' (see ChaosClientOptions). SIGTERM: release, exit 0.
  */
-import { closeSync, openSync, writeSync } from 'node:fs';
-import { join } from 'node:path';
 import {
   CacheLockedError,
   ClientOptionError,
   FloeClient,
   FloeRequestError,
-  hrtimeMonotonic,
   LeaseLostError,
   type WorkerLease,
 } from '../src/client/index.js';
@@ -35,7 +30,9 @@ import {
   type Snowflake,
   systemClock,
 } from '../src/id/index.js';
+import { switchBugsOn } from '../src/testing/bug-switches.js';
 import { CHAOS_LAYOUTS, type ChaosLayoutName } from './chaos-layouts.js';
+import { ChaosRecorder, monoNow, runBurst } from './chaos-records.js';
 
 export interface ChaosClientOptions {
   name: string;
@@ -52,14 +49,19 @@ export interface ChaosClientOptions {
   nodeName?: string;
   /** The SDK's lease cache file (kept across restarts of this client). */
   cachePath?: string;
-  /** Generators asked of each lease and used in turn (default 1). */
+  /** `lease.snowflake()` calls per lease, all used in turn (default 1). */
   generators?: number;
   /** Borrow ticks ahead when a tick's sequence is used up. */
   borrow?: boolean;
   layout?: ChaosLayoutName;
+  /** Test-only bug switches (teeth runs). */
+  bugs?: string[];
 }
 
+const BURST = 2048;
+
 const o = JSON.parse(process.argv[2] ?? '{}') as ChaosClientOptions;
+if (o.bugs?.length) switchBugsOn(o.bugs);
 let seed = o.seed >>> 0 || 1;
 const rand = () => {
   seed = (seed * 1664525 + 1013904223) >>> 0;
@@ -70,7 +72,7 @@ const yieldNow = () => new Promise((r) => setImmediate(r));
 const layoutName: ChaosLayoutName = o.layout ?? 'floe';
 const layout = CHAOS_LAYOUTS[layoutName];
 
-// ---- the wall clock this client believes ---------------------------------------------------
+// ---- the wall clock this client believes (the SDK's only; records use CLOCK_MONOTONIC) -----
 let offset = o.clock === 'behind' ? -1500 : o.clock === 'ahead' ? 1500 : 0;
 const clock: Clock =
   o.clock === 'normal'
@@ -84,37 +86,17 @@ if (o.clock === 'jumpy') {
   }, 1500).unref();
 }
 
-// ---- recording: written through after every burst, so a kill -9 loses at most the burst in flight ----
-const idFd = openSync(join(o.dir, `ids-${o.name}.bin`), 'a');
-const burstFd = openSync(join(o.dir, `bursts-${o.name}.bin`), 'a');
-const leaseFd = openSync(join(o.dir, `leases-${o.name}.jsonl`), 'a');
-const BURST = 2048;
+const rec = new ChaosRecorder(o.dir, o.name);
+rec.line({ type: 'process', name: o.name, nodeId: o.nodeName ?? o.name, pid: process.pid, options: o });
 const buf = new BigInt64Array(BURST);
-const burstRec = new Float64Array(2);
-let written = 0; // IDs in the file
-let lastBurstMono = Number.NEGATIVE_INFINITY;
-/**
- * Writes the burst's (count, time) record, then its IDs. So every ID on disk has a last-use time on disk (a kill
- * between the two writes leaves a record counting IDs that are not in the file; the checker caps it at the file).
- */
-const writeBurst = (n: number, mono: number) => {
-  if (n === 0) return;
-  burstRec[0] = written + n;
-  burstRec[1] = mono;
-  writeSync(burstFd, new Uint8Array(burstRec.buffer));
-  writeSync(idFd, new Uint8Array(buf.buffer, 0, n * 8));
-  written += n;
-  lastBurstMono = mono;
-};
-const record = (line: object) => writeSync(leaseFd, `${JSON.stringify(line)}\n`);
 
-// ---- the loop ------------------------------------------------------------------------------
 const client = new FloeClient({ endpoints: o.endpoints, requestTimeoutMs: 1000, clock });
 let stopping = false;
 const stats = {
   leases: 0,
   lost: 0,
   released: 0,
+  resumed: 0,
   acquireFailures: 0,
   cacheLocked: 0,
   leaseHeld: 0,
@@ -122,70 +104,96 @@ const stats = {
   otherLayoutRefused: 0,
   backwardsWaits: 0,
   ceilingWaits: 0,
+  gaps: 0,
 };
 
 process.on('SIGTERM', () => {
   stopping = true;
 });
 
-/** The generators this lease gives out: several calls for one layout must yield one generator. */
-function generatorsOf(lease: WorkerLease): Snowflake[] {
+/**
+ * The generators this lease gives out for `generators` calls: the SDK must return one generator for one layout and
+ * refuse another layout. Whatever it returns is used (in turn): were two generators given, the checker would see
+ * their IDs collide. Returns them with what the SDK did.
+ */
+function generatorsOf(lease: WorkerLease): {
+  gens: Snowflake[];
+  distinct: number;
+  otherLayoutGiven: boolean;
+} {
   const opts = o.borrow ? { onSequenceExhausted: 'borrow' as const } : {};
   const gens: Snowflake[] = [];
   for (let i = 0; i < (o.generators ?? 1); i++) gens.push(lease.snowflake(layout, opts));
+  const distinct = new Set(gens).size;
+  let otherLayoutGiven = false;
   if (gens.length > 1) {
-    if (gens.some((g) => g !== gens[0])) throw new Error('the SDK gave two generators for one lease');
-    stats.sameGenerator++;
+    if (distinct === 1) stats.sameGenerator++;
     try {
       lease.snowflake(layoutName === 'floe' ? CHAOS_LAYOUTS.coarse : CHAOS_LAYOUTS.floe, opts);
-      throw new Error('the SDK gave a second generator with another layout for one lease');
+      otherLayoutGiven = true; // not used: another layout's IDs are not comparable; the checker counts it
     } catch (e) {
       if (!(e instanceof ClientOptionError)) throw e;
       stats.otherLayoutRefused++;
     }
   }
-  return gens;
+  return { gens, distinct, otherLayoutGiven };
 }
 
-async function runLease(lease: WorkerLease): Promise<void> {
+async function runLease(lease: WorkerLease, acquiredMono: number): Promise<void> {
   stats.leases++;
-  const idStart = written;
-  const startMono = hrtimeMonotonic();
-  record({
-    type: 'begin',
-    client: o.name,
+  if (lease.resumedFromCache) stats.resumed++;
+  // Ask for the generators first (the begin line records what the SDK did); no ID is issued here. A lease lost
+  // already (paused right after its acquire) refuses: it issued nothing, so nothing is recorded.
+  let got: ReturnType<typeof generatorsOf>;
+  try {
+    got = generatorsOf(lease);
+  } catch (e) {
+    if (!(e instanceof LeaseLostError)) throw e;
+    stats.lost++;
+    return;
+  }
+  const { gens, distinct, otherLayoutGiven } = got;
+  rec.leaseBegin({
+    app: o.app,
     workerId: lease.workerId,
+    datacenterId: lease.datacenterId,
+    localWorkerId: lease.localWorkerId,
     token: lease.token,
-    highWaterMs: lease.floorMs,
-    layout: layoutName,
-    idStart,
-    startMono,
+    floorMs: lease.floorMs,
+    resumed: lease.resumedFromCache,
+    layout: {
+      name: layout.name,
+      epochMs: layout.epochMs,
+      unitMs: layout.unitMs,
+      timestampBits: layout.timestampBits,
+      datacenterBits: layout.datacenterBits,
+      workerBits: layout.workerBits,
+      sequenceBits: layout.sequenceBits,
+    },
+    acquiredMono,
+    generatorsAsked: gens.length,
+    distinctGenerators: distinct,
+    otherLayoutGiven,
   });
-  const gens = generatorsOf(lease);
   const keepFor = 2000 + rand() * 8000; // then release on purpose
-  const began = hrtimeMonotonic();
+  const began = monoNow();
   let ended = 'stopping';
   let produced = 0;
   let turn = 0;
   for (;;) {
     if (stopping) break;
-    if (hrtimeMonotonic() - began > keepFor) {
+    if (monoNow() - began > keepFor) {
       ended = 'release';
       break;
     }
     const gen = gens[turn++ % gens.length] as Snowflake;
-    let n = 0;
-    let failure: unknown;
-    try {
-      while (n < BURST) {
-        // Not `buf[n++] = gen.next()`: the index is evaluated first, so a throw would count a stale slot.
-        const id = gen.next();
-        buf[n++] = id;
-      }
-    } catch (e) {
-      failure = e;
-    }
-    writeBurst(n, hrtimeMonotonic());
+    const { n, gaps, failure } = runBurst(
+      rec,
+      () => gen.next(),
+      buf,
+      () => lease.ceilingMs,
+    );
+    stats.gaps += gaps;
     produced += n;
     if (failure !== undefined) {
       if (failure instanceof LeaseLostError) {
@@ -205,14 +213,13 @@ async function runLease(lease: WorkerLease): Promise<void> {
       throw failure;
     }
     if (o.rate > 0) {
-      const ahead = produced / o.rate - (hrtimeMonotonic() - began) / 1000;
+      const ahead = produced / o.rate - (monoNow() - began) / 1000;
       if (ahead > 0) await sleep(ahead * 1000);
       else await yieldNow();
     } else {
       await yieldNow();
     }
   }
-  const endMono = Math.max(lastBurstMono, startMono);
   if (ended === 'release' || ended === 'stopping') {
     try {
       await lease.release();
@@ -223,18 +230,7 @@ async function runLease(lease: WorkerLease): Promise<void> {
   } else {
     stats.lost++;
   }
-  record({
-    type: 'end',
-    client: o.name,
-    workerId: lease.workerId,
-    token: lease.token,
-    idStart,
-    idEnd: written,
-    startMono,
-    endMono,
-    ceilingMs: lease.ceilingMs,
-    ended,
-  });
+  rec.leaseEnd({ ceilingMs: lease.ceilingMs, ended });
 }
 
 while (!stopping) {
@@ -255,10 +251,8 @@ while (!stopping) {
     await sleep(50 + rand() * 200);
     continue;
   }
-  await runLease(lease);
+  await runLease(lease, monoNow());
 }
-closeSync(idFd);
-closeSync(burstFd);
-closeSync(leaseFd);
-process.stdout.write(`${JSON.stringify({ client: o.name, ids: written, clockJumps, ...stats })}\n`);
+rec.close();
+process.stdout.write(`${JSON.stringify({ client: o.name, ids: rec.count, clockJumps, ...stats })}\n`);
 process.exit(0);
