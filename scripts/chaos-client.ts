@@ -105,11 +105,25 @@ const stats = {
   backwardsWaits: 0,
   ceilingWaits: 0,
   gaps: 0,
+  selfStops: 0,
 };
 
 process.on('SIGTERM', () => {
   stopping = true;
 });
+
+// SIGUSR2 from the driver: stop this process (SIGSTOP to itself) inside the next burst that begins within 500 ms,
+// then the driver pauses or kills it there (chaos-records.ts, runBurst). An older request lapses, so a driver that
+// gave up waiting is not surprised later.
+let stopRequestedAt = Number.NEGATIVE_INFINITY;
+process.on('SIGUSR2', () => {
+  stopRequestedAt = monoNow();
+});
+/** Where to stop in this burst, if asked (a burst that ends before that ID keeps the request for the next one). */
+function stopPlan(): { n: number; beforeTime: boolean } | undefined {
+  if (monoNow() - stopRequestedAt > 500) return undefined;
+  return { n: 1 + Math.floor(rand() * (BURST - 1)), beforeTime: rand() < 0.5 };
+}
 
 /**
  * The generators this lease gives out for `generators` calls: the SDK must return one generator for one layout and
@@ -170,6 +184,7 @@ async function runLease(lease: WorkerLease, acquiredMono: number): Promise<void>
       workerBits: layout.workerBits,
       sequenceBits: layout.sequenceBits,
     },
+    ttlMs: lease.ttlMs,
     acquiredMono,
     generatorsAsked: gens.length,
     distinctGenerators: distinct,
@@ -187,12 +202,18 @@ async function runLease(lease: WorkerLease, acquiredMono: number): Promise<void>
       break;
     }
     const gen = gens[turn++ % gens.length] as Snowflake;
+    const plan = stopPlan();
     const { n, gaps, failure } = runBurst(
       rec,
       () => gen.next(),
       buf,
       () => lease.ceilingMs,
+      plan,
     );
+    if (plan !== undefined && n >= plan.n) {
+      stopRequestedAt = Number.NEGATIVE_INFINITY;
+      stats.selfStops++;
+    }
     stats.gaps += gaps;
     produced += n;
     if (failure !== undefined) {

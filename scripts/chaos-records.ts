@@ -87,9 +87,11 @@ export class ChaosRecorder {
 
   /** After the burst: its `n` IDs, then its gaps and end mark (`t` right after the last ID returned). */
   burstEnd(ids: BigInt64Array, n: number, t: number, ceilingMs: number): void {
+    const w = monoNow();
     if (n > 0) writeSync(this.idFd, new Uint8Array(ids.buffer, ids.byteOffset, n * 8));
     this.count += n;
-    this.gaps.push({ kind: 'end', lease: this.lease, count: this.count, t, x: ceilingMs });
+    for (const g of this.gaps) g.w = w;
+    this.gaps.push({ kind: 'end', lease: this.lease, count: this.count, t, x: ceilingMs, w });
     writeSync(this.markFd, encodeMarks(this.gaps));
     this.gaps.length = 0;
   }
@@ -108,12 +110,18 @@ export const GAP_MS = 5;
  * One burst of up to `buf.length` IDs from `next`, recorded: a begin mark (time read before the first call), the
  * time after every ID (a gap mark after a wait over GAP_MS), then the IDs and an end mark (time after the last ID,
  * the `ceiling()` read after the burst). Returns how many IDs were issued and the error that ended it early, if any.
+ *
+ * `stopAt`: the process SIGSTOPs itself after ID number `n` returned, before its return time is read (`beforeTime`:
+ * that ID then returns, as recorded, after the pause: the window of one ID) or after (the next call comes after the
+ * pause). The chaos driver asks for it to pause or kill a client inside a burst, which a signal at a random moment
+ * would almost never hit (bursts are about 1 % of a client's time).
  */
 export function runBurst(
   rec: ChaosRecorder,
   next: () => bigint,
   buf: BigInt64Array,
   ceiling: () => number,
+  stopAt?: { n: number; beforeTime: boolean },
 ): { n: number; gaps: number; failure: unknown } {
   const t0 = monoNow();
   rec.burstBegin(t0);
@@ -121,9 +129,11 @@ export function runBurst(
   let gaps = 0;
   let tPrev = t0;
   let failure: unknown;
+  const stopN = stopAt?.n ?? -1;
   try {
     while (n < buf.length) {
       const id = next();
+      if (n + 1 === stopN && stopAt?.beforeTime) process.kill(process.pid, 'SIGSTOP');
       const t = monoNow();
       buf[n] = id;
       if (t - tPrev > GAP_MS) {
@@ -132,6 +142,7 @@ export function runBurst(
       }
       n++;
       tPrev = t;
+      if (n === stopN && !stopAt?.beforeTime) process.kill(process.pid, 'SIGSTOP');
     }
   } catch (e) {
     failure = e;

@@ -214,10 +214,19 @@ function startClient(k: number, extra: Partial<ChaosClientOptions> = {}): Client
 
 const alive = (c: ClientProc) => !c.exited && c.proc.exitCode === null && c.proc.signalCode === null;
 
-function pause(c: ClientProc): void {
+/**
+ * SIGSTOP, and the pause's start read once the kernel shows the process stopped: it did nothing after that time
+ * (until the SIGCONT, whose time is read before it is sent). False if it could not be seen stopped.
+ */
+async function pause(c: ClientProc): Promise<boolean> {
   c.proc.kill('SIGSTOP');
   c.paused = true;
+  if (c.proc.pid === undefined || !(await stoppedNow(c.proc.pid))) {
+    resume(c);
+    return false;
+  }
   c.pausedAt = hrtimeMonotonic();
+  return true;
 }
 
 function resume(c: ClientProc): void {
@@ -225,7 +234,9 @@ function resume(c: ClientProc): void {
   c.resumedAt = hrtimeMonotonic();
   c.proc.kill('SIGCONT');
   c.paused = false;
-  recordEvent(dir, { type: 'pause', process: c.name, stop: c.pausedAt, cont: c.resumedAt });
+  if (c.pausedAt > 0)
+    recordEvent(dir, { type: 'pause', process: c.name, stop: c.pausedAt, cont: c.resumedAt });
+  c.pausedAt = 0;
 }
 
 /**
@@ -235,20 +246,13 @@ function resume(c: ClientProc): void {
  */
 const killable = (c: ClientProc) => alive(c) && !c.paused && hrtimeMonotonic() - c.resumedAt > 1000;
 
-/** True when the last mark the client wrote opens a burst: it is inside `next()` calls (or about to be). */
-function burstInFlight(c: ClientProc): boolean {
-  const path = join(dir, `marks-${c.name}.bin`);
-  if (!existsSync(path)) return false;
-  const fd = openSync(path, 'r');
-  try {
-    const size = fstatSync(fd).size;
-    if (size < MARK_BYTES) return false;
-    const last = Buffer.alloc(MARK_BYTES);
-    readSync(fd, last, 0, MARK_BYTES, size - (size % MARK_BYTES) - MARK_BYTES);
-    return parseMarks(last)[0]?.kind === 'begin';
-  } finally {
-    closeSync(fd);
-  }
+/** The kind of the last complete mark in a client's marks file (undefined: none yet). */
+function lastMark(fd: number): 'begin' | 'gap' | 'end' | undefined {
+  const size = fstatSync(fd).size;
+  if (size < MARK_BYTES) return undefined;
+  const last = Buffer.alloc(MARK_BYTES);
+  readSync(fd, last, 0, MARK_BYTES, size - (size % MARK_BYTES) - MARK_BYTES);
+  return parseMarks(last)[0]?.kind;
 }
 
 /** True when the client wrote a mark within the last 200 ms: it holds a lease and is issuing IDs. */
@@ -260,35 +264,54 @@ function issuing(c: ClientProc): boolean {
   }
 }
 
-/** Waits (briefly) until the kernel shows the process stopped, so that its files no longer change. */
+/** The process's state letter from /proc (R, S, T, ...), undefined when it is gone. */
+function processState(pid: number): string | undefined {
+  try {
+    return /^\d+ \(.*\) (\S) /.exec(readFileSync(`/proc/${pid}/stat`, 'utf8'))?.[1];
+  } catch {
+    return undefined;
+  }
+}
+
+/** Waits (briefly) until the kernel shows the process stopped, so that it does nothing more until a SIGCONT. */
 async function stoppedNow(pid: number): Promise<boolean> {
   for (let i = 0; i < 200; i++) {
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      if (/^\d+ \(.*\) [Tt] /.test(stat)) return true;
-    } catch {
-      return false; // gone, or no /proc
-    }
+    const state = processState(pid);
+    if (state === 'T') return true;
+    if (state === undefined) return false;
     await sleep(0.2);
   }
   return false;
 }
 
 /**
- * Stops the client while a burst is in flight: SIGSTOP, look at its last mark, SIGCONT and try again a little later
- * if it was between bursts (each look stops it for about a millisecond). False after `tries` looks, with the
- * process running. Bursts take a few percent of a rate-limited client's time, so a fault at a random moment would
- * almost never land inside one.
+ * Stops the client inside a burst of next() calls: SIGUSR2 asks it to SIGSTOP itself within its next burst (at a
+ * random ID, before or after reading that ID's return time: chaos-client.ts), which a signal at a random moment would
+ * almost never hit (bursts are about 1 % of a client's time). True once the kernel shows it stopped with that burst
+ * open; false (the process running, its request lapsed) if it began no burst within the wait.
  */
-async function stopInBurst(c: ClientProc, tries = 300): Promise<boolean> {
-  for (let i = 0; i < tries && alive(c); i++) {
-    c.proc.kill('SIGSTOP');
-    const stopped = c.proc.pid !== undefined && (await stoppedNow(c.proc.pid));
-    if (stopped && burstInFlight(c)) return true;
-    c.proc.kill('SIGCONT');
-    await sleep(rand() * 4);
+async function stopInBurst(c: ClientProc): Promise<boolean> {
+  const pid = c.proc.pid;
+  // Only to a client that writes marks: it has its SIGUSR2 handler (by default SIGUSR2 would end the process).
+  if (pid === undefined || !alive(c) || !issuing(c)) return false;
+  c.proc.kill('SIGUSR2');
+  const path = join(dir, `marks-${c.name}.bin`);
+  const until = performance.now() + 3000; // the client drops a request older than 500 ms; a burst lasts < 1.1 s
+  while (performance.now() < until && alive(c)) {
+    if (processState(pid) === 'T') {
+      const fd = openSync(path, 'r');
+      try {
+        if (lastMark(fd) === 'begin') return true;
+      } finally {
+        closeSync(fd);
+      }
+      log(`${c.name}: stopped, but not inside a burst`);
+      c.proc.kill('SIGCONT');
+      return false;
+    }
+    await sleep(1);
   }
-  log(`${c.name}: no burst in flight in ${tries} looks`);
+  log(`${c.name}: began no burst within 3 s`);
   return false;
 }
 
@@ -305,6 +328,7 @@ async function kill9(c: ClientProc): Promise<void> {
 async function stopGracefully(c: ClientProc): Promise<void> {
   if (!alive(c)) return;
   resume(c);
+  c.proc.kill('SIGCONT'); // also a client that stopped itself after the driver stopped waiting
   const exited = once(c.proc, 'exit');
   c.byDriver = 'term';
   c.proc.kill('SIGTERM');
@@ -403,7 +427,7 @@ try {
       const c = pick(tryBurst && candidates.some(issuing) ? candidates.filter(issuing) : candidates);
       if (!c) continue;
       const inBurst = tryBurst && (await stopInBurst(c));
-      pause(c);
+      if (!(await pause(c))) continue;
       count(inBurst ? 'pause-client-in-burst' : kind);
       pending.push(sleep(ttlMs * (1.5 + rand())).then(() => alive(c) && resume(c)));
     } else if (

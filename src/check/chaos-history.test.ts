@@ -45,8 +45,8 @@ class Proc {
   private sync() {
     this.h.ids = BigInt64Array.from(this.ids);
   }
-  private mark(kind: Mark['kind'], count: number, t: number, x = 0) {
-    this.h.marks.push({ kind, lease: this.lease, count, t, x });
+  private mark(kind: Mark['kind'], count: number, t: number, x = 0, w = t) {
+    this.h.marks.push({ kind, lease: this.lease, count, t, x, w });
   }
   private push(ids: Id[]) {
     for (const [timestamp, sequence, worker] of ids)
@@ -75,11 +75,17 @@ class Proc {
     return this;
   }
   /** A complete burst: begun at t0, its last ID returned at t1; `gap`: the last ID returned alone after one. */
-  burst(t0: number, ids: Id[], t1: number, o: { gapFrom?: number; ceiling?: number } = {}): this {
+  burst(
+    t0: number,
+    ids: Id[],
+    t1: number,
+    o: { gapFrom?: number; ceiling?: number; written?: number } = {},
+  ): this {
     this.mark('begin', this.ids.length, t0);
     this.push(ids);
-    if (o.gapFrom !== undefined) this.mark('gap', this.ids.length - 1, o.gapFrom, t1);
-    this.mark('end', this.ids.length, t1, o.ceiling ?? T + 1e6);
+    const w = o.written ?? t1;
+    if (o.gapFrom !== undefined) this.mark('gap', this.ids.length - 1, o.gapFrom, t1, w);
+    this.mark('end', this.ids.length, t1, o.ceiling ?? T + 1e6, w);
     return this;
   }
   /** A burst in flight at the process's death; `onDisk`: IDs of it that reached the file (the rest were lost). */
@@ -292,6 +298,74 @@ describe('chaos checker: P1, one holder at a time (real time, CLOCK_MONOTONIC)',
   });
 });
 
+describe('chaos checker: generation stops after a pause past the TTL, successor or none', () => {
+  const held = () => new Proc('a').begin({ workerId: 1, token: 5, acquiredMono: 100, ttlMs: 3000 });
+  const two: Id[] = [
+    [T + 1, 0],
+    [T + 1, 1],
+  ];
+
+  it('allows the one ID in flight across the pause', () => {
+    const p = held().burst(110, two, 3400, { gapFrom: 150 }).end('lost:deadline').paused(200, 3300);
+    expect(check(p)).toMatchObject({ issuedAfterPause: 0, pausesInBurst: 1, recordErrors: 0 });
+    // Stopped between two next() calls: the next one threw, the burst ended with no ID after the pause.
+    const between = held().burst(110, two, 150, { written: 3301 }).end('lost:deadline').paused(200, 3300);
+    expect(check(between)).toMatchObject({ issuedAfterPause: 0, pausesInBurst: 1, recordErrors: 0 });
+  });
+
+  it('finds a second ID after it', () => {
+    const p = held()
+      .burst(110, [[T + 1, 0]], 150)
+      .burst(
+        160,
+        [
+          [T + 1, 1],
+          [T + 1, 2],
+          [T + 1, 3],
+        ],
+        3400,
+      )
+      .end()
+      .paused(200, 3300);
+    // The builder's burst has no gap mark: add the one across the pause, before the second-to-last ID.
+    p.h.marks.splice(-1, 0, { kind: 'gap', lease: 0, count: 2, t: 170, x: 3350 });
+    const r = check(p);
+    expect(r.issuedAfterPause).toBe(1);
+    expect(r.examples.join('\n')).toMatch(
+      /1 ID\(s\) returned after a 3100\.000 ms pause .* beyond the one in flight/,
+    );
+  });
+
+  it('finds a burst begun after the pause on the lease from before it', () => {
+    const p = held()
+      .burst(110, two, 150)
+      .burst(3400, [[T + 2, 0]], 3401)
+      .end()
+      .paused(200, 3300);
+    expect(check(p).issuedAfterPause).toBe(1);
+  });
+
+  it('does not judge a pause shorter than the TTL, or a lease acquired after it', () => {
+    const short = held()
+      .burst(110, two, 150)
+      .burst(2400, [[T + 2, 0]], 2401)
+      .end()
+      .paused(200, 2300);
+    expect(check(short).issuedAfterPause).toBe(0);
+    const later = new Proc('a')
+      .begin({ workerId: 1, token: 5, acquiredMono: 3350, ttlMs: 3000 })
+      .burst(3400, two, 3410)
+      .end()
+      .paused(200, 3300);
+    expect(check(later).issuedAfterPause).toBe(0);
+  });
+
+  it('a burst whose last ID returned after a pause with no gap across it is a record error', () => {
+    const p = held().burst(110, two, 3400).end().paused(200, 3300);
+    expect(check(p).recordErrors).toBe(1);
+  });
+});
+
 describe('chaos checker: IDs', () => {
   it('finds a duplicate ID', () => {
     const other = new Proc('c')
@@ -446,9 +520,9 @@ describe('chaos records: parsers', () => {
     const ids = new Uint8Array(new BigInt64Array([1n, 2n, 3n]).buffer);
     expect([...parseIds(ids.subarray(0, 8 * 2 + 5))]).toEqual([1n, 2n]);
     const marks: Mark[] = [
-      { kind: 'begin', lease: 0, count: 0, t: 1.5, x: 0 },
-      { kind: 'gap', lease: 0, count: 3, t: 2.25, x: 9.5 },
-      { kind: 'end', lease: 0, count: 4, t: 10, x: T },
+      { kind: 'begin', lease: 0, count: 0, t: 1.5, x: 0, w: 1.5 },
+      { kind: 'gap', lease: 0, count: 3, t: 2.25, x: 9.5, w: 10.5 },
+      { kind: 'end', lease: 0, count: 4, t: 10, x: T, w: 10.5 },
     ];
     const bytes = encodeMarks(marks);
     expect(parseMarks(bytes)).toEqual(marks);

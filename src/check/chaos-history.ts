@@ -10,7 +10,7 @@
  * Per client process `<name>`:
  * - `ids-<name>.bin`: every ID it generated, BigInt64 little-endian, in the order `next()` returned them, written at
  *   the end of every burst (before the next one starts);
- * - `marks-<name>.bin`: Float64 records of MARK_FIELDS numbers `[kind, lease, count, t, x]` (see Mark), bracketing
+ * - `marks-<name>.bin`: Float64 records of MARK_FIELDS numbers `[kind, lease, count, t, x, w]` (see Mark), bracketing
  *   every burst of `next()` calls, so that each recorded ID has a known real-time interval in which it was issued;
  * - `leases-<name>.jsonl`: a `process` line, then a `begin` line per lease (before its first burst) and an `end`
  *   line when it ended without a kill.
@@ -21,7 +21,7 @@ import { defineLayout, type LayoutSpec } from '../id/index.js';
 
 // ---- record formats ------------------------------------------------------------------------
 
-export const MARK_FIELDS = 5;
+export const MARK_FIELDS = 6;
 export const MARK_BYTES = MARK_FIELDS * 8;
 export const MARK_KIND = { begin: 1, gap: 2, end: 3 } as const;
 
@@ -36,6 +36,7 @@ export const MARK_KIND = { begin: 1, gap: 2, end: 3 } as const;
  * - `end` `[3, lease, count, t, ceilingMs]`: the burst is over; `t` read right after its last ID returned (the
  *   begin's `t` when it issued none); `ceilingMs` the lease's ceiling read after the burst (ceilings only rise, so
  *   it bounds every ID of the burst). Written after the burst's IDs, so an end mark on disk means its IDs are too.
+ * Each record also carries `w`, the time it was written (see Mark.w).
  */
 export interface Mark {
   kind: 'begin' | 'gap' | 'end';
@@ -43,6 +44,9 @@ export interface Mark {
   count: number;
   t: number;
   x: number;
+  /** When the mark was written (default `t`): for an end mark, after the burst's last `next()` call returned or
+   * threw, so a burst with `t0 < stop` and `w > cont` was in flight across that pause. */
+  w?: number;
 }
 
 /** The `begin` line of a lease, written after `leaseWorker()` returned and before the lease's first burst. */
@@ -60,6 +64,8 @@ export interface LeaseBeginLine {
   /** `lease.resumedFromCache`: the lease continues a cached one (same token) without a new grant. */
   resumed: boolean;
   layout: LayoutSpec;
+  /** The lease's TTL: a pause at least this long outlasts its deadline, whenever it was last renewed. */
+  ttlMs?: number;
   /** IDs the process had issued before this lease. */
   idStart: number;
   /** CLOCK_MONOTONIC right after `leaseWorker()` returned: the grant happened before it. */
@@ -137,6 +143,7 @@ export function parseMarks(bytes: Uint8Array): Mark[] {
       count: f[o + 2] as number,
       t: f[o + 3] as number,
       x: f[o + 4] as number,
+      w: f[o + 5] as number,
     });
   }
   return out;
@@ -146,7 +153,7 @@ export function parseMarks(bytes: Uint8Array): Mark[] {
 export function encodeMarks(marks: readonly Mark[]): Uint8Array {
   const f = new Float64Array(marks.length * MARK_FIELDS);
   marks.forEach((m, i) => {
-    f.set([MARK_KIND[m.kind], m.lease, m.count, m.t, m.x], i * MARK_FIELDS);
+    f.set([MARK_KIND[m.kind], m.lease, m.count, m.t, m.x, m.w ?? m.t], i * MARK_FIELDS);
   });
   return new Uint8Array(f.buffer);
 }
@@ -209,6 +216,12 @@ export interface ChaosCheckResult {
   generatorContract: number;
   /** A client process that exited by itself with an error (an exception nobody expected). */
   clientFailures: number;
+  /**
+   * A lease that issued IDs after a SIGSTOP of its process at least its TTL long, beyond the one ID that may have
+   * been checked before the stop and returned after it: its deadline had passed, so the generator must have thrown
+   * at its next check, successor or none. Counted per (pause, lease).
+   */
+  issuedAfterPause: number;
   /** Records contradicting each other or the client's protocol. */
   recordErrors: number;
   // Coverage:
@@ -230,6 +243,8 @@ export interface ChaosCheckResult {
   oneIdWindows: number;
   /** Of those, the ones whose gap contains a SIGSTOP the driver recorded for that process. */
   oneIdWindowsInPause: number;
+  /** Pauses of at least the TTL that stopped a lease's burst in flight (its end mark written after the SIGCONT). */
+  pausesInBurst: number;
   examples: string[];
 }
 
@@ -244,6 +259,7 @@ export function chaosViolations(r: ChaosCheckResult): number {
     r.nonIncreasing +
     r.generatorContract +
     r.clientFailures +
+    r.issuedAfterPause +
     r.recordErrors
   );
 }
@@ -453,6 +469,45 @@ export function checkChaosHistory(h: ChaosHistory): ChaosCheckResult {
     }
   }
 
+  // After a pause of at least the TTL, a lease active before it issues at most the one ID in flight across it.
+  let issuedAfterPause = 0;
+  let pausesInBurst = 0;
+  for (const l of leases) {
+    const ttl = l.begin.ttlMs;
+    if (ttl === undefined) continue;
+    const onDisk = l.idEnd; // IDs of a burst in flight: those that reached the file
+    for (const pz of l.process.pauses) {
+      if (pz.cont - pz.stop < ttl || !(l.begin.acquiredMono < pz.stop)) continue;
+      let after = 0;
+      let across = false;
+      for (const burst of l.bursts) {
+        const to = burst.end?.count ?? onDisk;
+        if (burst.t0 < pz.stop && burst.end !== undefined && (burst.end.w ?? burst.end.t) >= pz.cont)
+          pausesInBurst++;
+        if (burst.t0 >= pz.cont) {
+          after += to - burst.count0;
+        } else if (burst.end !== undefined && burst.end.t > pz.stop) {
+          // Began before the pause and its last ID returned after it: one gap spans the whole pause (nothing runs
+          // while a process is stopped). A burst in flight at a kill has its gaps still in memory: not judged.
+          const g = burst.gaps.find((m) => m.t <= pz.stop && m.x >= pz.cont);
+          if (g !== undefined) {
+            across = true;
+            after += Math.max(0, to - g.count - 1); // the first after the gap may have been checked before
+          } else if (burst.end !== undefined && burst.end.count > burst.count0) {
+            // Its last ID returned after the stop (so after the SIGCONT), with no gap across the pause.
+            recordError(`${label(l)}: a burst across the pause ${ms(pz.stop)}..${ms(pz.cont)} without a gap`);
+          }
+        }
+      }
+      if (after > 0) {
+        issuedAfterPause++;
+        note(
+          `${label(l)}: ${after} ID(s) returned after a ${ms(pz.cont - pz.stop)} pause (${ms(pz.stop)}..${ms(pz.cont)}, TTL ${ttl} ms)${across ? ' beyond the one in flight' : ''}`,
+        );
+      }
+    }
+  }
+
   // Per (app, worker ID): P1 over real time, tokens, P2 over timestamps.
   let overlappingHolders = 0;
   let tokenRegressions = 0;
@@ -561,6 +616,7 @@ export function checkChaosHistory(h: ChaosHistory): ChaosCheckResult {
     nonIncreasing,
     generatorContract,
     clientFailures,
+    issuedAfterPause,
     recordErrors,
     lostLeases: leases.filter((l) => l.end?.ended.startsWith('lost')).length,
     resumedLeases: leases.filter((l) => l.begin.resumed).length,
@@ -570,6 +626,7 @@ export function checkChaosHistory(h: ChaosHistory): ChaosCheckResult {
     handOvers,
     oneIdWindows,
     oneIdWindowsInPause,
+    pausesInBurst,
     examples,
   };
 }

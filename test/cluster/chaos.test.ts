@@ -76,6 +76,7 @@ describe('chaos: SDK clients under faults (real processes)', () => {
     expect(r.reusedWorkerIds).toBeGreaterThan(0);
     expect(r.handOvers).toBeGreaterThan(0);
     expect(r.killedLeases).toBeGreaterThan(0);
+    expect(r.endedAtKill).toBeGreaterThan(0); // killed inside a burst: its lease ends at the kill
     // Issue 9 item 8: the paths the proof must see were exercised.
     const kinds = Object.keys(r.faults).join(' ');
     for (const k of [

@@ -4,7 +4,7 @@
 // src/check/chaos-history.test.ts.
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -23,7 +23,7 @@ afterEach(() => {
 async function startChild(
   dir: string,
   name: string,
-  o: { workerId: number; token: number; floorMs: number },
+  o: { workerId: number; token: number; floorMs: number; ttlMs?: number },
 ) {
   const proc = spawn(
     process.execPath,
@@ -51,6 +51,7 @@ async function startChild(
   );
   await once(proc.stdout, 'data');
   return {
+    proc,
     /** kill -9 once it has run a while longer; resolves after the exit is recorded. */
     async kill(afterMs: number) {
       await new Promise((r) => setTimeout(r, afterMs));
@@ -59,6 +60,8 @@ async function startChild(
     },
   };
 }
+
+const stopped = (pid: number) => /^\d+ \(.*\) T /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
 
 describe('chaos records under kill -9 (real processes)', () => {
   it('processes killed mid-burst, one after another on one worker ID: every ID on disk is checked, 0 violations', async () => {
@@ -78,6 +81,25 @@ describe('chaos records under kill -9 (real processes)', () => {
     // Unbounded bursts: a kill lands inside one almost always; its lease then ends at the kill.
     expect(r.endedAtKill).toBeGreaterThanOrEqual(1);
     expect(r.ids).toBeGreaterThan(10_000);
+  }, 60_000);
+
+  it('a generator that goes on after a pause inside a burst longer than its TTL is found', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'floe-chaos-rec-'));
+    dirs.push(dir);
+    const child = await startChild(dir, 'p0', { workerId: 7, token: 1, floorMs: Date.now(), ttlMs: 1000 });
+    const pid = child.proc.pid as number;
+    child.proc.kill('SIGUSR2'); // it stops itself inside its next burst, as a chaos client does for the driver
+    while (!stopped(pid)) await new Promise((r) => setTimeout(r, 1));
+    const stop = hrtimeMonotonic();
+    await new Promise((r) => setTimeout(r, 1200));
+    const cont = hrtimeMonotonic();
+    child.proc.kill('SIGCONT');
+    recordEvent(dir, { type: 'pause', process: 'p0', stop, cont });
+    await child.kill(100);
+    const r = checkChaosHistory(readChaosRun(dir));
+    expect(r.pausesInBurst).toBe(1);
+    expect(r.issuedAfterPause).toBe(1); // no lease stopped it: it issued on after its TTL
+    expect(r.recordErrors).toBe(0);
   }, 60_000);
 
   it('a successor started before its predecessor is killed (one worker ID, two live processes) is found', async () => {
