@@ -7,16 +7,17 @@
  * turn (FAULT_CYCLE):
  *  - kill -9 of the leader, restarted 0.5-1.5 s later; SIGSTOP of the leader for 1.5-2.5 s;
  *  - a one-way partition of a random node (its proxy refuses what it would hear) for 1-3 s;
- *  - SIGSTOP of a client for 1.5-2.5 TTLs, then SIGCONT (its lease must be lost, and reused by another);
- *  - kill -9 of a client, restarted with the same nodeId; of a client with a lease cache, restarted on the same
- *    cache; and of a cached client restarted twice at once on its cache (two successors race for it);
+ *  - SIGSTOP of a client for 1.5-2.5 TTLs, then SIGCONT (its lease must be lost, and reused by another); every
+ *    other one inside a burst of next() calls (stopInBurst);
+ *  - kill -9 of a client inside a burst, restarted with the same nodeId; of a client with a lease cache, restarted
+ *    on the same cache; and of a cached client restarted twice at once on its cache (two successors race for it);
  *  - a replacement started while the old process still runs (same nodeId, same cache path, every other one a
  *    client with a cache), the old one stopped 0.5-2 s later (PM2 reload, an early supervisor);
  *  - a twin: a second process with the same nodeId (its own cache, or none) for 2-5 s.
  * A quarter of the clients run with a clock 1.5 s behind, a quarter 1.5 s ahead, a quarter with a clock that jumps
  * backwards by 20-400 ms every 1.5 s. Client variants by index (k mod 5): a lease cache kept across restarts,
  * three `lease.snowflake()` calls used in turn, borrow mode, a coarse layout (1 s ticks, an app of its own; every
- * other one, the rest plain), plain.
+ * other slot, the rest plain), plain.
  * Every ID and a real-time bracket of it survive a kill -9 (chaos-client.ts); the driver records every client's
  * start, pauses and exit, and whether it killed it, in `events.jsonl`.
  * At the end every client releases and exits; src/check/chaos-history.ts checks everything recorded, and the script
