@@ -21,22 +21,9 @@
  * - **Released** when the lease ends (release or loss), and on process exit (`exit` event; a kill leaves a stale
  *   lock that the next process takes over after the liveness check).
  */
-import { randomBytes } from 'node:crypto';
-import {
-  closeSync,
-  fsyncSync,
-  linkSync,
-  openSync,
-  readFileSync,
-  readlinkSync,
-  renameSync,
-  rmSync,
-  statSync,
-  utimesSync,
-  writeSync,
-} from 'node:fs';
-import { hostname } from 'node:os';
 import { dirname } from 'node:path';
+import { bugOn } from '../testing/bug-switches.js';
+import { type CacheFs, type CacheHost, nodeCacheFs, nodeCacheHost } from './cache-fs.js';
 import { CacheLockedError } from './errors.js';
 
 /** What a lock file says about its holder. */
@@ -61,17 +48,23 @@ export interface CacheLockOptions {
   bootId: string | undefined;
   mono: () => number;
   sleep: (ms: number) => Promise<void>;
+  /** The file system and process seams (default: the real ones). */
+  fs?: CacheFs;
+  host?: CacheHost;
+}
+
+/** The seams a lock works through. */
+interface Env {
+  fs: CacheFs;
+  host: CacheHost;
 }
 
 /** The lock file of a cache path. */
 export const lockPathOf = (cachePath: string): string => `${cachePath}.lock`;
 
-/** Locks this process holds, released on exit. */
-const held = new Set<CacheLock>();
-let exitHookInstalled = false;
-
 export class CacheLock {
   private released = false;
+  private cancelExitHook: (() => void) | undefined;
 
   /** @internal Use `CacheLock.acquire`. */
   constructor(
@@ -79,6 +72,7 @@ export class CacheLock {
     readonly record: CacheLockRecord,
     /** The dead holder whose lock was taken over, if any. */
     readonly tookOverFrom: number | undefined,
+    private readonly env: Env = { fs: nodeCacheFs, host: nodeCacheHost },
   ) {}
 
   /**
@@ -87,18 +81,13 @@ export class CacheLock {
    */
   static async acquire(cachePath: string, o: CacheLockOptions): Promise<CacheLock> {
     const path = lockPathOf(cachePath);
+    const env: Env = { fs: o.fs ?? nodeCacheFs, host: o.host ?? nodeCacheHost };
     const started = o.mono();
-    const me = ownRecord(o.bootId, o.ttlMs);
+    const me = ownRecord(env.host, o.bootId, o.ttlMs);
     for (;;) {
-      const r = tryTake(path, me, o.bootId);
+      const r = tryTake(env, path, me, o.bootId);
       if (r instanceof CacheLock) {
-        held.add(r);
-        if (!exitHookInstalled) {
-          exitHookInstalled = true;
-          process.once('exit', () => {
-            for (const l of held) l.release();
-          });
-        }
+        r.cancelExitHook = env.host.onExit(() => r.release());
         return r;
       }
       const waited = o.mono() - started;
@@ -109,7 +98,7 @@ export class CacheLock {
 
   /** True while the lock file still names this lock. */
   get owned(): boolean {
-    return !this.released && readRecord(this.path)?.nonce === this.record.nonce;
+    return !this.released && readRecord(this.env, this.path)?.nonce === this.record.nonce;
   }
 
   /**
@@ -119,12 +108,11 @@ export class CacheLock {
   refresh(): void {
     if (!this.owned) {
       throw new Error(
-        `the lock ${this.path} no longer names this process (pid ${process.pid}): it was taken over`,
+        `the lock ${this.path} no longer names this process (pid ${this.env.host.pid}): it was taken over`,
       );
     }
-    const now = new Date();
     try {
-      utimesSync(this.path, now, now);
+      this.env.fs.touch(this.path, this.env.host.wallMs());
     } catch {
       // The heartbeat matters only to holders that cannot check our PID; a failed touch makes us look older, not younger.
     }
@@ -134,11 +122,12 @@ export class CacheLock {
   release(): void {
     if (this.released) return;
     this.released = true;
-    held.delete(this);
+    this.cancelExitHook?.();
     try {
-      if (readRecord(this.path)?.nonce === this.record.nonce) {
-        rmSync(this.path, { force: true });
-        fsyncDir(dirname(this.path));
+      const { fs } = this.env;
+      if (readRecord(this.env, this.path)?.nonce === this.record.nonce) {
+        fs.remove(this.path);
+        fs.syncDir(dirname(this.path));
       }
     } catch {
       // Best effort: a lock left behind names a dead PID and is taken over.
@@ -147,77 +136,82 @@ export class CacheLock {
 }
 
 function tryTake(
+  env: Env,
   path: string,
   me: CacheLockRecord,
   bootId: string | undefined,
 ): CacheLock | { holder: CacheLockRecord; why: string } {
-  const tmp = `${path}.${process.pid}.${me.nonce}.tmp`;
-  writeDurable(tmp, `${JSON.stringify(me)}\n`);
+  const { fs } = env;
+  const tmp = `${path}.${me.pid}.${me.nonce}.tmp`;
+  fs.writeFile(tmp, `${JSON.stringify(me)}\n`, true);
   let tookOverFrom: number | undefined;
   try {
     for (let attempt = 0; attempt < 8; attempt++) {
       try {
-        linkSync(tmp, path);
-        fsyncDir(dirname(path));
-        return new CacheLock(path, me, tookOverFrom);
+        fs.link(tmp, path);
+        fs.syncDir(dirname(path));
+        return new CacheLock(path, me, tookOverFrom, env);
       } catch (err) {
         if (code(err) !== 'EEXIST') throw err;
       }
-      const seen = readHolder(path);
+      const seen = readHolder(env, path);
       if (seen === undefined) continue; // vanished between link and read
-      const verdict = liveness(seen.record, seen.mtimeMs, bootId);
+      const verdict = bugOn('client-no-cache-lock')
+        ? { alive: false, why: 'bug switch' }
+        : liveness(env.host, seen.record, seen.mtimeMs, bootId);
       if (verdict.alive) return { holder: seen.record, why: verdict.why };
       // Dead: move it aside, unless it changed since we judged it.
-      if (readRecord(path)?.nonce !== seen.record.nonce) continue;
+      if (readRecord(env, path)?.nonce !== seen.record.nonce) continue;
       const aside = `${path}.stale.${me.nonce}`;
       try {
-        renameSync(path, aside);
+        fs.rename(path, aside);
       } catch (err) {
         if (code(err) === 'ENOENT') continue;
         throw err;
       }
-      const moved = readRecord(aside);
+      const moved = readRecord(env, aside);
       if (moved !== undefined && moved.nonce !== seen.record.nonce) {
         // Another process took over in between and we moved its fresh lock: give it back.
         try {
-          linkSync(aside, path);
+          fs.link(aside, path);
         } catch {
           // A third process holds the path now; the one we moved finds out at its next refresh().
         }
-        rmSync(aside, { force: true });
+        fs.remove(aside);
         return { holder: moved, why: 'it took the lock over from a dead process just now' };
       }
-      rmSync(aside, { force: true });
+      fs.remove(aside);
       tookOverFrom = seen.record.pid;
     }
     throw new Error(`could not take the lock ${path}: it keeps changing (other processes starting at once?)`);
   } finally {
-    rmSync(tmp, { force: true });
+    fs.remove(tmp);
   }
 }
 
 /** Whether the holder may be alive, and in words why. */
 function liveness(
+  host: CacheHost,
   h: CacheLockRecord,
   mtimeMs: number,
   bootId: string | undefined,
 ): { alive: boolean; why: string } {
   if (h.pid === 0) return { alive: false, why: 'unreadable lock file' };
   // Same host, another boot: the machine restarted since the lock was taken, so its holder is gone.
-  if (h.host === hostname() && h.bootId !== null && bootId !== undefined && h.bootId !== bootId) {
+  if (h.host === host.hostname && h.bootId !== null && bootId !== undefined && h.bootId !== bootId) {
     return { alive: false, why: 'this machine rebooted since' };
   }
-  const pidNs = ownPidNs();
+  const pidNs = host.pidNs;
   const verifiable =
-    h.host === hostname() &&
+    h.host === host.hostname &&
     h.bootId !== null &&
     h.bootId === (bootId ?? null) &&
     h.pidNs !== null &&
     h.pidNs === pidNs;
   if (verifiable) {
-    if (h.pid === process.pid) return { alive: true, why: 'this process holds it for another lease' };
-    if (!pidAlive(h.pid)) return { alive: false, why: 'dead' };
-    const start = startTicksOf(h.pid);
+    if (h.pid === host.pid) return { alive: true, why: 'this process holds it for another lease' };
+    if (!host.alive(h.pid)) return { alive: false, why: 'dead' };
+    const start = host.startTicks(h.pid);
     if (h.startTicks !== null && start !== null && start !== h.startTicks) {
       return { alive: false, why: 'its PID now belongs to another process' };
     }
@@ -225,7 +219,7 @@ function liveness(
   }
   const ttl = Number.isFinite(h.ttlMs) && h.ttlMs > 0 ? h.ttlMs : 3_600_000;
   const staleAfter = Math.max(2 * ttl, ttl + 10_000);
-  const age = Date.now() - mtimeMs;
+  const age = host.wallMs() - mtimeMs;
   if (age > staleAfter) return { alive: false, why: 'heartbeat stale' };
   return {
     alive: true,
@@ -235,67 +229,44 @@ function liveness(
   };
 }
 
-function ownRecord(bootId: string | undefined, ttlMs: number): CacheLockRecord {
+function ownRecord(host: CacheHost, bootId: string | undefined, ttlMs: number): CacheLockRecord {
   return {
-    pid: process.pid,
-    nonce: randomBytes(12).toString('hex'),
-    host: hostname(),
+    pid: host.pid,
+    nonce: host.nonce(12),
+    host: host.hostname,
     bootId: bootId ?? null,
-    pidNs: ownPidNs(),
-    startTicks: startTicksOf(process.pid),
+    pidNs: host.pidNs,
+    startTicks: host.startTicks(host.pid),
     ttlMs,
   };
 }
 
 /** A lock record for `pid` as this machine would write it (tests use it to leave a dead process's lock behind). */
-export function lockRecordFor(pid: number, bootId: string | undefined, ttlMs: number): CacheLockRecord {
-  return { ...ownRecord(bootId, ttlMs), pid, startTicks: null };
+export function lockRecordFor(
+  pid: number,
+  bootId: string | undefined,
+  ttlMs: number,
+  host: CacheHost = nodeCacheHost,
+): CacheLockRecord {
+  return { ...ownRecord(host, bootId, ttlMs), pid, startTicks: null };
 }
 
-function ownPidNs(): string | null {
-  try {
-    return readlinkSync('/proc/self/ns/pid');
-  } catch {
-    return null;
-  }
-}
-
-function startTicksOf(pid: number): string | null {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // Fields after the command name (which may contain spaces) start at field 3; start time is field 22.
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? null;
-  } catch {
-    return null;
-  }
-}
-
-function pidAlive(pid: number): boolean {
-  if (!Number.isSafeInteger(pid) || pid <= 0) return false;
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return code(err) === 'EPERM';
-  }
-}
-
-function readHolder(path: string): { record: CacheLockRecord; mtimeMs: number } | undefined {
+function readHolder(env: Env, path: string): { record: CacheLockRecord; mtimeMs: number } | undefined {
   let mtimeMs: number;
   try {
-    mtimeMs = statSync(path).mtimeMs;
+    mtimeMs = env.fs.mtimeMs(path);
   } catch {
     return undefined;
   }
-  const record = readRecord(path);
+  const record = readRecord(env, path);
   return record === undefined ? undefined : { record, mtimeMs };
 }
 
 /** The record, or undefined if there is no file; unreadable content names no live holder (pid 0). */
-function readRecord(path: string): CacheLockRecord | undefined {
+function readRecord(env: Env, path: string): CacheLockRecord | undefined {
   let text: string;
   try {
-    text = readFileSync(path, 'utf8');
+    text = env.fs.readText(path);
   } catch {
     return undefined;
   }
@@ -318,36 +289,12 @@ function readRecord(path: string): CacheLockRecord | undefined {
   return {
     pid: 0,
     nonce: `unreadable:${text.length}`,
-    host: hostname(),
+    host: env.host.hostname,
     bootId: null,
     pidNs: null,
     startTicks: null,
     ttlMs: 0,
   };
-}
-
-/** Writes a file and fsyncs it (not its directory). */
-export function writeDurable(path: string, text: string): void {
-  const fd = openSync(path, 'w', 0o600);
-  try {
-    writeSync(fd, text);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-}
-
-/** fsync a directory, so that a create, rename or unlink in it survives a crash. Not possible everywhere: ignored. */
-export function fsyncDir(dir: string): void {
-  let fd: number | undefined;
-  try {
-    fd = openSync(dir, 'r');
-    fsyncSync(fd);
-  } catch {
-    // e.g. Windows cannot open a directory
-  } finally {
-    if (fd !== undefined) closeSync(fd);
-  }
 }
 
 function code(err: unknown): string | undefined {

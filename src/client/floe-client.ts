@@ -1,5 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { type Clock, systemClock } from '../id/index.js';
+import { type CacheFs, type CacheHost, nodeCacheFs, nodeCacheHost } from './cache-fs.js';
 import { CacheLock } from './cache-lock.js';
 import { hrtimeMonotonic, type MonotonicClock, readBootId } from './clocks.js';
 import { ClientOptionError, FloeRequestError, FloeUnavailableError } from './errors.js';
@@ -38,6 +39,12 @@ export interface FloeClientOptions {
   monotonic?: MonotonicClock;
   /** Boot ID that makes cached monotonic deadlines comparable; default `/proc/sys/kernel/random/boot_id`. */
   bootId?: string;
+  /**
+   * The file system the lease cache and its lock are written to, and what the lock knows of this machine's processes.
+   * Default: the real ones. A simulation passes twins (docs/simulator-full.md).
+   */
+  cacheFs?: CacheFs;
+  cacheHost?: CacheHost;
   /** Default global `fetch`. */
   fetch?: FetchLike;
   /** Default `setTimeout`-based, unref'd. */
@@ -139,6 +146,8 @@ export class FloeClient {
       systemMonotonic: mono === hrtimeMonotonic,
       bootId: options.bootId ?? readBootId(),
       requestTimeoutMs,
+      cacheFs: options.cacheFs ?? nodeCacheFs,
+      cacheHost: options.cacheHost ?? nodeCacheHost,
       setTimer:
         options.setTimer ??
         ((fn, ms) => {
@@ -219,11 +228,13 @@ export class FloeClient {
           bootId: this.ctx.bootId,
           mono,
           sleep: this.sleep,
+          fs: this.ctx.cacheFs,
+          host: this.ctx.cacheHost,
         })
       : undefined;
     try {
       // Holding the lock, we know the process that wrote this cache is gone.
-      const cached = o.cachePath ? readLeaseCache(o.cachePath, o.app, o.nodeId) : undefined;
+      const cached = o.cachePath ? readLeaseCache(o.cachePath, o.app, o.nodeId, this.ctx.cacheFs) : undefined;
       const requestId = o.requestId ?? randomUUID();
       const path = `/v1/apps/${encodeURIComponent(o.app)}/workers/acquire`;
       const started = mono();

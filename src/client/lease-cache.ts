@@ -1,7 +1,6 @@
-import { randomBytes } from 'node:crypto';
-import { readFileSync, renameSync, rmSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { fsyncDir, writeDurable } from './cache-lock.js';
+import { bugOn } from '../testing/bug-switches.js';
+import { type CacheFs, type CacheHost, nodeCacheFs, nodeCacheHost } from './cache-fs.js';
 
 /**
  * What a lease leaves on disk (`cachePath`) so that a restarted instance can ask for the same lease back, or, while
@@ -47,23 +46,34 @@ export interface LeaseCacheRecord {
  * Writes the record atomically and durably: a temporary file in the same directory, fsynced, renamed over the cache,
  * then the directory fsynced (so that neither the content nor the rename is lost in a crash).
  */
-export function writeLeaseCache(path: string, record: LeaseCacheRecord): void {
-  const tmp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+export function writeLeaseCache(
+  path: string,
+  record: LeaseCacheRecord,
+  fs: CacheFs = nodeCacheFs,
+  host: CacheHost = nodeCacheHost,
+): void {
+  const tmp = `${path}.${host.pid}.${host.nonce(4)}.tmp`;
+  const noFsync = bugOn('client-cache-no-fsync');
   try {
-    writeDurable(tmp, `${JSON.stringify(record)}\n`);
-    renameSync(tmp, path);
+    fs.writeFile(tmp, `${JSON.stringify(record)}\n`, !noFsync);
+    fs.rename(tmp, path);
   } catch (err) {
-    rmSync(tmp, { force: true });
+    fs.remove(tmp);
     throw err;
   }
-  fsyncDir(dirname(path));
+  if (!noFsync) fs.syncDir(dirname(path));
 }
 
 /** The cached record for this app and nodeId, or undefined if there is none or it is unreadable / for another one. */
-export function readLeaseCache(path: string, app: string, nodeId: string): LeaseCacheRecord | undefined {
+export function readLeaseCache(
+  path: string,
+  app: string,
+  nodeId: string,
+  fs: CacheFs = nodeCacheFs,
+): LeaseCacheRecord | undefined {
   let text: string;
   try {
-    text = readFileSync(path, 'utf8');
+    text = fs.readText(path);
   } catch {
     return undefined;
   }
@@ -93,7 +103,7 @@ export function readLeaseCache(path: string, app: string, nodeId: string): Lease
   }
 }
 
-export function removeLeaseCache(path: string): void {
-  rmSync(path, { force: true });
-  fsyncDir(dirname(path));
+export function removeLeaseCache(path: string, fs: CacheFs = nodeCacheFs): void {
+  fs.remove(path);
+  fs.syncDir(dirname(path));
 }

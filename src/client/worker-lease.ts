@@ -9,6 +9,7 @@ import {
   type SnowflakeOptions,
 } from '../id/index.js';
 import { bugOn } from '../testing/bug-switches.js';
+import type { CacheFs, CacheHost } from './cache-fs.js';
 import type { CacheLock } from './cache-lock.js';
 import type { MonotonicClock } from './clocks.js';
 import {
@@ -47,6 +48,9 @@ export interface LeaseContext {
   bootId: string | undefined;
   requestTimeoutMs: number;
   setTimer: (fn: () => void, ms: number) => { cancel(): void };
+  /** The lease cache's file system and process seams. */
+  cacheFs: CacheFs;
+  cacheHost: CacheHost;
 }
 
 export interface LeaseTuning {
@@ -473,7 +477,7 @@ export class WorkerLease extends EventEmitter {
       deadlineWallMs,
       savedAtWallMs: this.ctx.wall.now(),
     };
-    writeLeaseCache(this.tuning.cachePath as string, record);
+    writeLeaseCache(this.tuning.cachePath as string, record, this.ctx.cacheFs, this.ctx.cacheHost);
   }
 
   /** Removes the cache file, if this lease still holds the cache's lock (else it is another process's cache now). */
@@ -482,7 +486,7 @@ export class WorkerLease extends EventEmitter {
     if (path === undefined) return;
     if (this.tuning.lock !== undefined && !this.tuning.lock.owned) return;
     try {
-      removeLeaseCache(path);
+      removeLeaseCache(path, this.ctx.cacheFs);
     } catch {
       // A cache left behind names a lease that has ended: the next process releases it (not_held) and acquires.
     }

@@ -165,3 +165,34 @@ describe('MemoryFs (the in-memory twin of the file-system seam)', () => {
     expect(ops).toEqual(['readFile /f']);
   });
 });
+
+describe('MemoryFs synchronous calls (the SDK lease cache inside the simulation)', () => {
+  it('keeps through a power loss only a file written with fsync whose name was made durable', () => {
+    let wall = 1000;
+    const fs = new MemoryFs({ wallMs: () => wall });
+    fs.writeFileNow('/synced', Buffer.from('a'), true);
+    fs.writeFileNow('/unsynced', Buffer.from('b'), false);
+    fs.syncDirNow('/');
+    fs.writeFileNow('/named-late', Buffer.from('c'), true); // its name is not durable
+    wall = 2000;
+    fs.touchNow('/synced');
+    expect(fs.mtimeNow('/synced')).toBe(2000);
+    expect(fs.mtimeNow('/unsynced')).toBe(1000);
+    const after = fs.crash({ kind: 'power' });
+    expect(after.readFileNow('/synced').toString()).toBe('a');
+    expect(after.readFileNow('/unsynced').toString()).toBe('');
+    expect(() => after.readFileNow('/named-late')).toThrow(expect.objectContaining({ code: 'ENOENT' }));
+    expect(() => fs.readFileNow('/synced')).toThrow(expect.objectContaining({ code: 'EIO' }));
+  });
+
+  it('links atomically (EEXIST), renames and unlinks like the async calls', () => {
+    const fs = new MemoryFs();
+    fs.writeFileNow('/t', Buffer.from('x'), true);
+    fs.linkNow('/t', '/lock');
+    expect(() => fs.linkNow('/t', '/lock')).toThrow(expect.objectContaining({ code: 'EEXIST' }));
+    fs.renameNow('/lock', '/aside');
+    fs.unlinkNow('/t');
+    expect(fs.readFileNow('/aside').toString()).toBe('x');
+    expect(() => fs.unlinkNow('/t')).toThrow(expect.objectContaining({ code: 'ENOENT' }));
+  });
+});

@@ -24,8 +24,10 @@ export interface MemoryFsFaults {
    * flight, or return an error code (e.g. 'EIO', 'ENOSPC') to fail it.
    */
   onWrite?: (path: string, position: number, data: Buffer) => string | undefined;
-  /** Awaited before every operation (op is the method name). */
+  /** Awaited before every operation (op is the method name); the synchronous `*Now` calls skip it. */
   delay?: (op: string, path: string) => Promise<void> | undefined;
+  /** The wall clock (ms) that stamps modification times. Default: 0. */
+  wallMs?: () => number;
 }
 
 export interface CrashOptions {
@@ -80,6 +82,8 @@ class FileNode {
   durable = new Bytes();
   /** Changes since the last successful datasync, oldest first. */
   pending: Pending[] = [];
+  /** Wall-clock ms of the last write, truncate or touch (page cache only: not kept through a power loss). */
+  mtimeMs = 0;
 }
 
 class DirNode {
@@ -205,9 +209,7 @@ export class MemoryFs implements StorageFs {
         f = new FileNode(path.resolve(file));
         parent.entries.set(name, f);
       } else if (f.data.size > 0) {
-        const op: Pending = { kind: 'truncate', length: 0 };
-        f.data.apply(op);
-        f.pending.push(op);
+        this.change(f, { kind: 'truncate', length: 0 });
       }
     }
     return this.handle(f);
@@ -215,6 +217,60 @@ export class MemoryFs implements StorageFs {
 
   async rename(from: string, to: string): Promise<void> {
     await this.enter('rename', from);
+    this.renameNow(from, to);
+  }
+
+  async link(existing: string, newPath: string): Promise<void> {
+    await this.enter('link', existing);
+    this.linkNow(existing, newPath);
+  }
+
+  async unlink(file: string): Promise<void> {
+    await this.enter('unlink', file);
+    this.unlinkNow(file);
+  }
+
+  async syncDir(dir: string): Promise<void> {
+    await this.enter('syncDir', dir);
+    this.syncDirNow(dir);
+  }
+
+  // Synchronous calls, for code that does blocking file I/O (the SDK's lease cache). They apply every fault but
+  // `delay`, and throw (EIO) on the view of a crashed process.
+
+  readFileNow(file: string): Buffer {
+    this.enterNow('readFile', file);
+    return Buffer.from(this.lookupFile(file, 'open').data.view());
+  }
+
+  /** open(file, 'w'), one write of `data`, fdatasync if `fsync`, close. */
+  writeFileNow(file: string, data: Uint8Array, fsync: boolean): void {
+    this.enterNow('writeFile', file);
+    const { parent, name } = this.parentOf(file, 'open');
+    let f = parent.entries.get(name);
+    if (f?.kind === 'dir') throw fsError('EISDIR', 'open', file);
+    if (!f) {
+      f = new FileNode(path.resolve(file));
+      parent.entries.set(name, f);
+    } else if (f.data.size > 0) {
+      this.change(f, { kind: 'truncate', length: 0 });
+    }
+    this.writeTo(f, data, 0);
+    if (fsync) this.datasyncOf(f);
+  }
+
+  mtimeNow(file: string): number {
+    this.enterNow('stat', file);
+    return this.lookupFile(file, 'stat').mtimeMs;
+  }
+
+  touchNow(file: string): void {
+    this.enterNow('utimes', file);
+    this.lookupFile(file, 'utime').mtimeMs = this.disk.faults.wallMs?.() ?? 0;
+  }
+
+  renameNow(from: string, to: string): void {
+    this.enterNow('rename', from);
     const src = this.parentOf(from, 'rename');
     const node = src.parent.entries.get(src.name);
     if (!node) throw fsError('ENOENT', 'rename', from);
@@ -225,16 +281,16 @@ export class MemoryFs implements StorageFs {
     if (node.kind === 'file') node.name = path.resolve(to);
   }
 
-  async link(existing: string, newPath: string): Promise<void> {
-    await this.enter('link', existing);
+  linkNow(existing: string, newPath: string): void {
+    this.enterNow('link', existing);
     const f = this.lookupFile(existing, 'link');
     const dst = this.parentOf(newPath, 'link');
     if (dst.parent.entries.has(dst.name)) throw fsError('EEXIST', 'link', newPath);
     dst.parent.entries.set(dst.name, f);
   }
 
-  async unlink(file: string): Promise<void> {
-    await this.enter('unlink', file);
+  unlinkNow(file: string): void {
+    this.enterNow('unlink', file);
     const { parent, name } = this.parentOf(file, 'unlink');
     const n = parent.entries.get(name);
     if (!n) throw fsError('ENOENT', 'unlink', file);
@@ -242,12 +298,43 @@ export class MemoryFs implements StorageFs {
     parent.entries.delete(name);
   }
 
-  async syncDir(dir: string): Promise<void> {
-    await this.enter('syncDir', dir);
+  syncDirNow(dir: string): void {
+    this.enterNow('syncDir', dir);
     const d = this.lookupDir(dir, 'fsync');
     const code = this.disk.faults.syncError?.(path.resolve(dir));
     if (code) throw fsError(code, 'fsync', dir);
     d.durable = new Map(d.entries);
+  }
+
+  private enterNow(op: string, p: string): void {
+    if (!this.alive) throw fsError('EIO', op, p);
+  }
+
+  private change(f: FileNode, op: Pending): void {
+    f.data.apply(op);
+    f.pending.push(op);
+    f.mtimeMs = this.disk.faults.wallMs?.() ?? 0;
+  }
+
+  private writeTo(f: FileNode, data: Uint8Array, position: number): number {
+    const bytes = Buffer.from(data);
+    const code = this.disk.faults.onWrite?.(f.name, position, bytes);
+    if (code) throw fsError(code, 'write', f.name);
+    this.change(f, { kind: 'write', position, data: bytes });
+    return bytes.length;
+  }
+
+  private datasyncOf(f: FileNode): void {
+    const code = this.disk.faults.syncError?.(f.name);
+    if (code) {
+      // Linux marks the dirty pages clean after a failed writeback: they never reach the disk,
+      // and the next fsync reports success. Reads still see them until the page is evicted.
+      f.pending = [];
+      throw fsError(code, 'fdatasync', f.name);
+    }
+    // Only what is still pending reaches the disk (not writes a failed fsync dropped).
+    for (const op of f.pending) f.durable.apply(op);
+    f.pending = [];
   }
 
   private handle(f: FileNode): StorageFile {
@@ -259,32 +346,15 @@ export class MemoryFs implements StorageFs {
     return {
       write: async (data, position) => {
         await open('write');
-        const bytes = Buffer.from(data);
-        const code = this.disk.faults.onWrite?.(f.name, position, bytes);
-        if (code) throw fsError(code, 'write', f.name);
-        const op: Pending = { kind: 'write', position, data: bytes };
-        f.data.apply(op);
-        f.pending.push(op);
-        return bytes.length;
+        return this.writeTo(f, data, position);
       },
       truncate: async (length) => {
         await open('truncate');
-        const op: Pending = { kind: 'truncate', length };
-        f.data.apply(op);
-        f.pending.push(op);
+        this.change(f, { kind: 'truncate', length });
       },
       datasync: async () => {
         await open('datasync');
-        const code = this.disk.faults.syncError?.(f.name);
-        if (code) {
-          // Linux marks the dirty pages clean after a failed writeback: they never reach the disk,
-          // and the next fsync reports success. Reads still see them until the page is evicted.
-          f.pending = [];
-          throw fsError(code, 'fdatasync', f.name);
-        }
-        // Only what is still pending reaches the disk (not writes a failed fsync dropped).
-        for (const op of f.pending) f.durable.apply(op);
-        f.pending = [];
+        this.datasyncOf(f);
       },
       close: async () => {
         await open('close');

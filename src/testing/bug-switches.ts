@@ -10,11 +10,17 @@
  *   the borrow lead) before the deadline, so a coarse tick outlives the lease.
  * - `wal-cut-complete-frame` (issue 9 item 7): recovery cuts a complete frame that fails its
  *   checksum at the tail as if it were torn, silently dropping an fsynced record (and its vote).
+ * - `client-no-cache-lock` (issue 9 item 2a): the lease cache's lock is taken whatever holds it, so a replacement
+ *   started while the old process runs reads its cache and releases the lease the old process still uses.
+ * - `client-cache-no-fsync` (issue 9 item 2): the lease cache is written without fsync of the file or its directory,
+ *   so a power loss can leave an older cache, whose use mark is below what was used.
  */
 export const BUG_SWITCHES = [
   'client-two-generators',
   'client-no-tick-margin',
   'wal-cut-complete-frame',
+  'client-no-cache-lock',
+  'client-cache-no-fsync',
 ] as const;
 export type BugSwitch = (typeof BUG_SWITCHES)[number];
 

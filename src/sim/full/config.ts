@@ -41,6 +41,11 @@ export type FaultKind =
   | 'clientPause'
   /** A client machine suspends (monotonic clock stops, wall clock runs on). */
   | 'clientSuspend'
+  /**
+   * A client machine loses power: its processes die, its lease cache keeps only what was fsynced, the next write torn;
+   * it boots again (a new boot ID) and a process starts later.
+   */
+  | 'clientPowerLoss'
   /** The leader hands leadership to another voter. */
   | 'leaderTransfer'
   /**
@@ -66,9 +71,16 @@ export const FAULT_KINDS: readonly FaultKind[] = [
   'clientReplace',
   'clientPause',
   'clientSuspend',
+  'clientPowerLoss',
   'leaderTransfer',
   'membership',
 ];
+
+/**
+ * Faults added after sweeps were on record: their weights come from a stream of their own, so every seed keeps the
+ * configuration it had before they existed (a recorded seed still replays its recorded run, plus these faults).
+ */
+const LATE_FAULTS: readonly FaultKind[] = ['clientPowerLoss'];
 
 export interface Profile {
   name: string;
@@ -94,7 +106,14 @@ const NODES: FaultKind[] = [
   'membership',
 ];
 const DISK: FaultKind[] = ['diskEio', 'diskSlow', 'bitFlip', 'nodePowerLoss', 'nodeCrash'];
-const CLIENTS: FaultKind[] = ['clientCrash', 'clientReplace', 'clientPause', 'clientSuspend', 'clockJump'];
+const CLIENTS: FaultKind[] = [
+  'clientCrash',
+  'clientReplace',
+  'clientPause',
+  'clientSuspend',
+  'clockJump',
+  'clientPowerLoss',
+];
 
 export const PROFILES: Record<string, Profile> = {
   quiet: {
@@ -183,6 +202,8 @@ export interface LeaseWorkloadConfig {
   releaseChance: number;
   /** Hosts that share their nodeId with another host (two processes, one nodeId). */
   sharedNodeIds: number;
+  /** Clients keep their lease in a cache file with its lock (`cachePath`) on their machine's disk. */
+  cache: boolean;
 }
 
 export interface SimConfig {
@@ -237,6 +258,7 @@ export function drawConfig(seed: number, profileName: string, o: ConfigOverrides
   const nodes = o.nodes ?? 3;
   const weights: Partial<Record<FaultKind, number>> = {};
   for (const f of p.faults) {
+    if (LATE_FAULTS.includes(f)) continue;
     if (p.swarm) {
       if (rng.chance(0.5)) weights[f] = rng.range(1, 10);
     } else {
@@ -245,6 +267,12 @@ export function drawConfig(seed: number, profileName: string, o: ConfigOverrides
   }
   if (p.swarm && p.faults.length > 0 && Object.keys(weights).length === 0) {
     weights[rng.pick(p.faults)] = 5;
+  }
+  const late = new Prng(seed).fork('config-late');
+  for (const f of p.faults) {
+    if (!LATE_FAULTS.includes(f)) continue;
+    if (!p.swarm) weights[f] = 5;
+    else if (late.chance(0.5)) weights[f] = late.range(1, 10);
   }
   const noise = p.netNoise * rng.float();
   const net: NetConditions = {
@@ -289,6 +317,7 @@ export function drawConfig(seed: number, profileName: string, o: ConfigOverrides
       gapMs: [5, rng.range(20, 300)],
       releaseChance: rng.pick([0, 0.02, 0.1]),
       sharedNodeIds: rng.chance(0.3) ? 1 : 0,
+      cache: late.chance(0.5),
     },
     clockDrift: p.clockDrift,
     net,

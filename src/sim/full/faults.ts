@@ -334,6 +334,18 @@ export class FaultDirector {
         });
         return true;
       }
+      case 'clientPowerLoss': {
+        const h = pickMaybe(
+          rng,
+          c.leaseClients.filter((x) => x.live.length > 0),
+        );
+        if (!h) return false;
+        h.powerLoss();
+        this.later(this.outage(), 'client-boots', () => {
+          if (h.live.length === 0) h.spawn();
+        });
+        return true;
+      }
       case 'clientSuspend': {
         const h = pickMaybe(rng, c.leaseClients);
         if (!h) return false;

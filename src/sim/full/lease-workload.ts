@@ -9,7 +9,9 @@
 import { FloeClient } from '../../client/floe-client.js';
 import type { WorkerLease } from '../../client/worker-lease.js';
 import type { Layout, Snowflake } from '../../id/index.js';
+import { MemoryFs } from '../../storage/memory-fs.js';
 import type { Prng } from '../prng.js';
+import { memoryCacheFs, simCacheHost } from './cache-disk.js';
 import type { HttpRouter } from './http-router.js';
 import type { IdOracle } from './id-oracle.js';
 import { errText } from './node-host.js';
@@ -26,7 +28,12 @@ export interface LeaseClientSettings {
   gapMs: [number, number];
   /** Probability, after a burst, that the process releases its lease and acquires again. */
   releaseChance: number;
+  /** Whether the processes keep their lease in a cache file (with its lock) on the machine's disk. */
+  cache: boolean;
 }
+
+/** Where a host's processes keep their lease (on the host machine's own disk). */
+export const CLIENT_CACHE_PATH = '/svc/lease.json';
 
 export interface LeaseClientStats {
   acquired: number;
@@ -42,6 +49,8 @@ export class LeaseClientHost {
   private stopped = false;
   /** Global µs of this host's latest issued ID. */
   lastIssuedUs = -1;
+  /** The machine's disk, where the lease cache lives (a new view after each power loss). */
+  disk: MemoryFs;
 
   constructor(
     private readonly world: World,
@@ -54,7 +63,11 @@ export class LeaseClientHost {
     private readonly endpoints: string[],
     private readonly oracle: IdOracle,
     private readonly stats: LeaseClientStats,
-  ) {}
+  ) {
+    this.disk = new MemoryFs({ wallMs: () => Math.floor(machine.clock.wallAt(machine.clock.nowUs)) });
+    // The service's directory exists (durably) before any process starts.
+    void this.disk.mkdir('/svc').then(() => this.disk.syncDir('/'));
+  }
 
   get live(): SimProcess[] {
     return this.procs.filter((p) => p.alive);
@@ -79,6 +92,18 @@ export class LeaseClientHost {
     if (!proc.alive) return;
     this.world.trace(`${proc.name} crash`);
     proc.kill();
+  }
+
+  /**
+   * The machine loses power: every process dies, the disk keeps only what was fsynced (plus a random prefix of the
+   * rest, the next write torn), and it boots again with a new boot ID.
+   */
+  powerLoss(): void {
+    for (const p of this.live) p.kill();
+    const rng = this.world.rng(`power-${this.name}-${this.machine.boots}`);
+    this.disk = this.disk.crash({ kind: 'power', random: (n) => rng.int(n) });
+    this.machine.boots++;
+    this.world.trace(`${this.name} power loss (boot ${this.machine.boots} next)`);
   }
 
   /** No more IDs: the run is over (the oracle is checked on what was issued). */
@@ -113,7 +138,9 @@ export class LeaseClientHost {
         waitUntil: (ms: number) => proc.busyWaitUntilWall(ms - wall() + proc.wallMs()),
       },
       monotonic: () => proc.monoMs(),
-      bootId: `${this.machine.name}-boot`,
+      bootId: this.machine.bootId,
+      cacheFs: memoryCacheFs(() => this.disk),
+      cacheHost: simCacheHost(w, proc, w.rng(`cache-${proc.name}`)),
       setTimer: (fn, ms) => {
         const t = proc.setTimeout(fn, ms, 'sdk-timer');
         return { cancel: () => proc.clearTimer(t) };
@@ -137,6 +164,7 @@ export class LeaseClientHost {
           nodeId: this.serviceId,
           ttlMs: s.ttlMs,
           requestId: shared ? `${this.name}-rq` : `${proc.name}-${rng.nextU32().toString(16)}`,
+          ...(s.cache ? { cachePath: CLIENT_CACHE_PATH } : {}),
         });
       } catch (err) {
         this.stats.acquireFailures++;
@@ -146,7 +174,9 @@ export class LeaseClientHost {
       }
       this.stats.acquired++;
       this.oracle.leased(proc.name, lease.token, this.machine, askedAtUs);
-      w.trace(`${proc.name} leased worker ${lease.workerId} token ${lease.token} (floor ${lease.floorMs})`);
+      w.trace(
+        `${proc.name} ${lease.resumedFromCache ? 'resumed from cache' : 'leased'} worker ${lease.workerId} token ${lease.token} (floor ${lease.floorMs})`,
+      );
       lease.on('lost', (e: Error) => {
         this.stats.lost++;
         w.trace(

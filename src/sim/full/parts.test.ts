@@ -23,6 +23,7 @@ function world(sched = new Scheduler()): World & { failures: Array<{ kind: Failu
     nextPid: () => ++pid,
     register: () => {},
     isPidAlive: () => false,
+    processByPid: () => undefined,
     fail: (kind, detail) => failures.push({ kind, detail }),
     bugs: new Set(),
     failures,

@@ -102,6 +102,12 @@ export class MachineClock {
 export class Machine {
   /** Processes started on this machine, newest last. */
   readonly processes: SimProcess[] = [];
+  /** Boots so far (a power loss reboots the machine: a new boot ID). */
+  boots = 1;
+
+  get bootId(): string {
+    return `${this.name}-boot${this.boots}`;
+  }
 
   constructor(
     readonly name: string,

@@ -118,6 +118,10 @@ class RunWorld implements World {
     return this.procs.get(pid)?.alive ?? false;
   }
 
+  processByPid(pid: number): SimProcess | undefined {
+    return this.procs.get(pid);
+  }
+
   fail(kind: FailureKind, detail: string): void {
     if (this.failure) return;
     this.trace(`FAILURE ${kind}: ${detail}`);
@@ -269,6 +273,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
           burst: cfg.lease.burst,
           gapMs: cfg.lease.gapMs,
           releaseChance: cfg.lease.releaseChance,
+          cache: cfg.lease.cache,
         },
         router,
         endpoints,

@@ -38,6 +38,14 @@ describe('the full-stack simulator finds re-introduced bugs', () => {
     expect((await runFullSim({ seed: f!.seed, profile: 'clients' })).failure).toBeUndefined();
   });
 
+  it('issue 9 item 2a: without the cache lock, a replacement releases the lease its live predecessor uses', {
+    timeout: 300_000,
+  }, async () => {
+    const f = await firstFailure({ profile: 'clients', bugs: ['client-no-cache-lock'] }, 20);
+    expect(f?.kind).toMatch(/duplicate-id|lease-overlap/);
+    expect((await runFullSim({ seed: f!.seed, profile: 'clients' })).failure).toBeUndefined();
+  });
+
   it('issue 9 item 7: a complete frame cut as a torn tail loses an fsynced vote', {
     timeout: 300_000,
   }, async () => {

@@ -54,6 +54,7 @@ export interface World {
   /** Registers a live process under its pid (for lock files that ask whether a pid lives). */
   register(p: SimProcess): void;
   isPidAlive(pid: number): boolean;
+  processByPid(pid: number): SimProcess | undefined;
   /** Records a failure; the run stops after the current event. */
   fail(kind: FailureKind, detail: string): void;
   /** Bugs re-introduced on purpose (test-only switches threaded to production code later). */

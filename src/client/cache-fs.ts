@@ -1,0 +1,141 @@
+// The seams of the SDK's lease cache: the file system it writes (`CacheFs`) and what it knows of the
+// processes on its machine (`CacheHost`). `nodeCacheFs` and `nodeCacheHost` are the real ones; the
+// full-stack simulator passes twins (the machine's MemoryFs, its virtual processes and wall clock),
+// so the cache and its lock run inside the proof (docs/simulator-full.md).
+//
+// Calls are synchronous on purpose: a cache write sits between a renewal's answer and the moment the
+// generator may use the new bound, and nothing else may run in between.
+import { randomBytes } from 'node:crypto';
+import {
+  closeSync,
+  fsyncSync,
+  linkSync,
+  openSync,
+  readFileSync,
+  readlinkSync,
+  renameSync,
+  rmSync,
+  statSync,
+  utimesSync,
+  writeSync,
+} from 'node:fs';
+import { hostname } from 'node:os';
+
+/**
+ * The few file operations the cache and its lock use, with Linux's durability rules: `writeSynced` makes a file's
+ * content durable, a name (create, rename, link, unlink) is durable only after `syncDir` of its directory. Errors carry
+ * a Node-style `code` ('ENOENT', 'EEXIST', ...).
+ */
+export interface CacheFs {
+  /** The file's content; throws ENOENT if there is none. */
+  readText(path: string): string;
+  /** Creates or truncates `path` and writes `text`; with `fsync`, fdatasyncs it (not its directory). */
+  writeFile(path: string, text: string, fsync: boolean): void;
+  /** Atomically replaces `to` with `from`. */
+  rename(from: string, to: string): void;
+  /** A second name for a file; EEXIST if `newPath` exists (atomic create-if-absent). */
+  link(existing: string, newPath: string): void;
+  /** Removes a name; nothing happens if it does not exist. */
+  remove(path: string): void;
+  /** Last modification, wall-clock ms; throws ENOENT. */
+  mtimeMs(path: string): number;
+  /** Sets the modification time to `wallMs`. */
+  touch(path: string, wallMs: number): void;
+  /** fsync of a directory; a platform that cannot (Windows) ignores it. */
+  syncDir(dir: string): void;
+}
+
+/** What the lock needs to know about processes on this machine, and this process's own identity. */
+export interface CacheHost {
+  readonly pid: number;
+  readonly hostname: string;
+  /** Identity of the PID namespace (`/proc/self/ns/pid`), null where unknown. */
+  readonly pidNs: string | null;
+  /** Start time of a process (field 22 of `/proc/<pid>/stat`), null where unknown. */
+  startTicks(pid: number): string | null;
+  /** Whether a process with this PID exists (EPERM counts as alive). */
+  alive(pid: number): boolean;
+  /** Wall clock (ms) for heartbeats and their age. */
+  wallMs(): number;
+  /** A fresh random token (lock nonces, temporary file names). */
+  nonce(bytes: number): string;
+  /** Runs `fn` when this process exits normally (a kill -9 never runs it); the returned function cancels that. */
+  onExit(fn: () => void): () => void;
+}
+
+export const nodeCacheFs: CacheFs = {
+  readText: (path) => readFileSync(path, 'utf8'),
+  writeFile(path, text, fsync) {
+    const fd = openSync(path, 'w', 0o600);
+    try {
+      writeSync(fd, text);
+      if (fsync) fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+  },
+  rename: (from, to) => renameSync(from, to),
+  link: (existing, newPath) => linkSync(existing, newPath),
+  remove: (path) => rmSync(path, { force: true }),
+  mtimeMs: (path) => statSync(path).mtimeMs,
+  touch(path, wallMs) {
+    const t = new Date(wallMs);
+    utimesSync(path, t, t);
+  },
+  syncDir(dir) {
+    let fd: number | undefined;
+    try {
+      fd = openSync(dir, 'r');
+      fsyncSync(fd);
+    } catch {
+      // e.g. Windows cannot open a directory
+    } finally {
+      if (fd !== undefined) closeSync(fd);
+    }
+  },
+};
+
+const exitHooks = new Set<() => void>();
+let exitHookInstalled = false;
+
+export const nodeCacheHost: CacheHost = {
+  pid: process.pid,
+  hostname: hostname(),
+  pidNs: (() => {
+    try {
+      return readlinkSync('/proc/self/ns/pid');
+    } catch {
+      return null;
+    }
+  })(),
+  startTicks(pid) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      // Fields after the command name (which may contain spaces) start at field 3; start time is field 22.
+      return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? null;
+    } catch {
+      return null;
+    }
+  },
+  alive(pid) {
+    if (!Number.isSafeInteger(pid) || pid <= 0) return false;
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch (err) {
+      return (err as { code?: string } | null)?.code === 'EPERM';
+    }
+  },
+  wallMs: () => Date.now(),
+  nonce: (bytes) => randomBytes(bytes).toString('hex'),
+  onExit(fn) {
+    if (!exitHookInstalled) {
+      exitHookInstalled = true;
+      process.once('exit', () => {
+        for (const h of [...exitHooks]) h();
+      });
+    }
+    exitHooks.add(fn);
+    return () => exitHooks.delete(fn);
+  },
+};

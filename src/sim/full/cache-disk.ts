@@ -1,0 +1,46 @@
+// The SDK lease cache's seams inside the simulation: its file system is the client machine's
+// MemoryFs (so a power loss drops what the SDK did not fsync), and its view of processes is the
+// run's virtual processes (PIDs are never reused in a run, so a PID's start time is its name).
+import type { CacheFs, CacheHost } from '../../client/cache-fs.js';
+import type { MemoryFs } from '../../storage/memory-fs.js';
+import type { Prng } from '../prng.js';
+import type { SimProcess } from './process.js';
+import type { World } from './world.js';
+
+/** `disk()` is the machine's current view (a new one after each power loss). */
+export function memoryCacheFs(disk: () => MemoryFs): CacheFs {
+  return {
+    readText: (p) => disk().readFileNow(p).toString('utf8'),
+    writeFile: (p, text, fsync) => disk().writeFileNow(p, Buffer.from(text, 'utf8'), fsync),
+    rename: (from, to) => disk().renameNow(from, to),
+    link: (existing, newPath) => disk().linkNow(existing, newPath),
+    remove(p) {
+      try {
+        disk().unlinkNow(p);
+      } catch (err) {
+        if ((err as { code?: string }).code !== 'ENOENT') throw err;
+      }
+    },
+    mtimeMs: (p) => disk().mtimeNow(p),
+    touch: (p) => disk().touchNow(p),
+    syncDir: (dir) => disk().syncDirNow(dir),
+  };
+}
+
+export function simCacheHost(world: World, proc: SimProcess, rng: Prng): CacheHost {
+  return {
+    pid: proc.pid,
+    hostname: proc.machine.name,
+    pidNs: 'sim',
+    startTicks: (pid) => world.processByPid(pid)?.name ?? null,
+    alive: (pid) => world.isPidAlive(pid),
+    wallMs: () => Math.floor(proc.wallMs()),
+    nonce: (bytes) => {
+      let s = '';
+      for (let i = 0; i < bytes; i++) s += rng.int(256).toString(16).padStart(2, '0');
+      return s;
+    },
+    // A simulated process never exits cleanly: it is killed (as with kill -9, no hook runs).
+    onExit: () => () => {},
+  };
+}
