@@ -15,6 +15,20 @@ import type { FloeServices } from './floe-services.js';
 import { registerFloeApi } from './http-api.js';
 import { type ErrorBody, sendHttpError } from './http-errors.js';
 import { hardenHttp, MAX_PARAM_LENGTH, strictPositiveInt } from './http-hardening.js';
+import {
+  type HttpLimits,
+  httpClientErrorHandler,
+  limitedServerFactory,
+  resolveHttpLimits,
+} from './http-limits.js';
+import { mergeDefined, serveLimits } from './serve-limits.js';
+
+/** Refused connections are worth a warning on stderr even when the request logger is off. */
+const limitLogger = {
+  warn(obj: object, msg: string): void {
+    process.stderr.write(`${JSON.stringify({ level: 40, time: Date.now(), ...obj, msg })}\n`);
+  },
+};
 
 export interface HttpAdminOptions {
   node: FloeNode<unknown>;
@@ -25,8 +39,10 @@ export interface HttpAdminOptions {
   services?: FloeServices;
   /** The cluster secret: members prove it (HMAC) when they publish their client addresses. */
   clusterSecret?: string;
-  /** Request bodies larger than this are refused with 413. Default 128 KiB. */
+  /** Request bodies larger than this are refused with 413. Default `limits.bodyLimitBytes` (128 KiB). */
   bodyLimit?: number;
+  /** Timeouts and connection limits (see http-limits.ts); default: `floe serve`'s flags, then built-in defaults. */
+  limits?: Partial<HttpLimits>;
   logger?: boolean;
 }
 
@@ -42,9 +58,12 @@ export type { ErrorBody };
  */
 export async function startHttpAdmin(opts: HttpAdminOptions): Promise<FastifyInstance> {
   const { node, kv } = opts;
+  const limits = resolveHttpLimits(mergeDefined(serveLimits().http, opts.limits));
   const app = Fastify({
     logger: opts.logger ?? false,
-    bodyLimit: opts.bodyLimit ?? 128 * 1024,
+    bodyLimit: opts.bodyLimit ?? limits.bodyLimitBytes,
+    serverFactory: limitedServerFactory(limits, limitLogger),
+    clientErrorHandler: httpClientErrorHandler(limits),
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
   });
   hardenHttp(app);

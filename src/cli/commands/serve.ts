@@ -1,6 +1,7 @@
 import { Command } from 'commander';
 import { ConfigError, DEFAULTS, resolveServeConfig } from '../../node/config.js';
 import { startNode } from '../../node/start.js';
+import { limitsFromFlags, SERVE_LIMIT_FLAGS, setServeLimits } from '../../server/serve-limits.js';
 import type { CliIO } from '../io.js';
 import { CommandFailedError, UsageError } from '../io.js';
 
@@ -28,7 +29,7 @@ interface ServeFlags {
  * in ./floe-data/node-1. Flags beat the `--config` JSON file, which beats built-in defaults.
  */
 export function serveCommand(io: CliIO): Command {
-  return new Command('serve')
+  const cmd = new Command('serve')
     .description('run a Floe node (defaults: a single-node cluster with data in ./floe-data/node-1)')
     .option('--node-id <id>', `this member's id (default ${DEFAULTS.nodeId})`)
     .option('--data-dir <dir>', 'where the log and snapshots live (default ./floe-data/node-<id>)')
@@ -62,7 +63,17 @@ export function serveCommand(io: CliIO): Command {
     )
     .option('--log-level <level>', 'trace, debug, info, warn, error (default info or $FLOE_LOG_LEVEL)')
     .option('--config <file>', 'JSON file with the same settings in camelCase (nodeId, dataDir, ...)')
-    .action(async (flags: ServeFlags) => {
+    .action(async (allFlags: ServeFlags & Record<string, unknown>) => {
+      // Timeouts and limits of the HTTP and RESP listeners (docs/security.md).
+      const limitKeys = new Set(SERVE_LIMIT_FLAGS.map((f) => f.key));
+      const flags = Object.fromEntries(
+        Object.entries(allFlags).filter(([k]) => !limitKeys.has(k)),
+      ) as ServeFlags;
+      try {
+        setServeLimits(limitsFromFlags(allFlags));
+      } catch (err) {
+        throw new UsageError((err as Error).message);
+      }
       let config: ReturnType<typeof resolveServeConfig>;
       try {
         config = resolveServeConfig({ ...flags }, io.env as NodeJS.ProcessEnv);
@@ -100,4 +111,6 @@ export function serveCommand(io: CliIO): Command {
       // Fail-stop: the node halted itself (its reason is logged); the supervisor must see a failure.
       if (fatal) throw new CommandFailedError(`node ${config.nodeId} stopped: ${fatal}`);
     });
+  for (const f of SERVE_LIMIT_FLAGS) cmd.option(f.flag, f.help);
+  return cmd;
 }

@@ -12,7 +12,15 @@ export interface ConnectionHooks {
   onClosed(c: ClientConnection, reason: CloseReason): void;
 }
 
-export type CloseReason = 'client' | 'quit' | 'protocol-error' | 'idle' | 'server-close' | 'socket-error';
+export type CloseReason =
+  | 'client'
+  | 'quit'
+  | 'protocol-error'
+  | 'idle'
+  | 'server-close'
+  | 'socket-error'
+  | 'output-limit'
+  | 'request-timeout';
 
 /**
  * One client: parses its requests one at a time, runs each to completion before starting the next (so replies
@@ -56,6 +64,10 @@ export class ClientConnection implements Session {
   /** The client half-closed: finish its pipeline, then close. */
   private peerEnded = false;
   private closeReason: CloseReason | undefined;
+  /** Armed while the client is paused for output: it must read within `outputStallTimeoutMs`. */
+  private stallTimer: NodeJS.Timeout | undefined;
+  /** Armed while an incomplete request waits for its remaining bytes (`requestTimeoutMs`). */
+  private requestTimer: NodeJS.Timeout | undefined;
 
   constructor(
     readonly id: number,
@@ -97,6 +109,7 @@ export class ClientConnection implements Session {
     this.out.reply(r, this.proto);
     // Inside a pump the batch is flushed at its end; otherwise write now.
     if (!this.pumping) this.flush();
+    else this.checkOutputHardLimit();
   }
 
   subscriptionsChanged(): void {
@@ -145,6 +158,7 @@ export class ClientConnection implements Session {
           this.flush();
           if (this.socket.writableLength > maxOut) {
             this.waitingForDrain = true;
+            this.armStallTimer();
             break;
           }
         }
@@ -178,7 +192,52 @@ export class ClientConnection implements Session {
       this.gracefulClose('client');
       return;
     }
+    this.updateRequestTimer();
     this.updateReading();
+  }
+
+  /**
+   * Bytes left in the parser after a pump that is neither waiting for a command nor for the socket are an
+   * incomplete request: it must be completed within `requestTimeoutMs` (a slowloris client is cut).
+   */
+  private updateRequestTimer(): void {
+    const ms = this.server.limits.requestTimeoutMs;
+    const partial = !this.busy && !this.waitingForDrain && this.parser.bufferedBytes > 0;
+    if (!partial || ms === 0) {
+      if (this.requestTimer) clearTimeout(this.requestTimer);
+      this.requestTimer = undefined;
+      return;
+    }
+    if (this.requestTimer) return; // the clock runs from the request's first bytes
+    this.requestTimer = setTimeout(() => {
+      this.requestTimer = undefined;
+      if (this.closing || this.busy || this.waitingForDrain || this.parser.bufferedBytes === 0) return;
+      this.server.counters.requestTimeoutClosed++;
+      this.server.counters.errorReplies++;
+      this.server.logger.info(
+        { client: this.id, addr: this.remoteAddress, bufferedBytes: this.parser.bufferedBytes },
+        `closing RESP client ${this.remoteAddress}: request not completed within ${ms} ms`,
+      );
+      this.out.reply(R.error(`ERR request not completed within ${ms} ms (requestTimeoutMs)`), this.proto);
+      this.gracefulClose('request-timeout');
+    }, ms);
+    this.requestTimer.unref();
+  }
+
+  private armStallTimer(): void {
+    const ms = this.server.limits.outputStallTimeoutMs;
+    if (ms === 0 || this.stallTimer) return;
+    this.stallTimer = setTimeout(() => {
+      this.stallTimer = undefined;
+      if (this.closed || !this.waitingForDrain) return;
+      this.dropForOutput(`its replies did not drain for ${ms} ms (outputStallTimeoutMs): it is not reading`);
+    }, ms);
+    this.stallTimer.unref();
+  }
+
+  private clearStallTimer(): void {
+    if (this.stallTimer) clearTimeout(this.stallTimer);
+    this.stallTimer = undefined;
   }
 
   private complete(reply: Reply): void {
@@ -221,12 +280,37 @@ export class ClientConnection implements Session {
   private flush(): void {
     const bytes = this.out.take();
     if (bytes && this.socket.writable) this.socket.write(bytes);
+    this.checkOutputHardLimit();
+  }
+
+  /** Redis's client-output-buffer-limit (hard): a client this far behind is dropped, never buffered for. */
+  private checkOutputHardLimit(): void {
+    if (this.closed) return;
+    const pending = this.outputBufferBytes();
+    const limit = this.server.limits.maxOutputHardBytes;
+    if (pending <= limit) return;
+    this.dropForOutput(
+      `${pending} reply bytes wait to be sent, over the hard limit of ${limit} (maxOutputHardBytes)`,
+    );
+  }
+
+  private dropForOutput(why: string): void {
+    this.server.counters.outputLimitClosed++;
+    this.server.logger.warn(
+      { client: this.id, addr: this.remoteAddress, outputBytes: this.outputBufferBytes() },
+      `closing RESP client ${this.remoteAddress}: client-output-buffer-limit: ${why}`,
+    );
+    this.closing = true;
+    this.closeReason = 'output-limit';
+    this.out.take();
+    this.socket.destroy();
   }
 
   private onDrain(): void {
     this.lastInteraction = Date.now();
     if (!this.waitingForDrain) return;
     this.waitingForDrain = false;
+    this.clearStallTimer();
     this.pump();
   }
 
@@ -288,6 +372,8 @@ export class ClientConnection implements Session {
     this.closed = true;
     this.closing = true;
     if (this.closeTimer) clearTimeout(this.closeTimer);
+    if (this.requestTimer) clearTimeout(this.requestTimer);
+    this.clearStallTimer();
     this.socket.setTimeout(0);
     if (!this.socket.destroyed) this.socket.destroy();
     this.hooks.onClosed(this, this.closeReason ?? reason);

@@ -125,6 +125,10 @@ export interface ServerCounters {
   totalCommands: number;
   protocolErrors: number;
   idleClosed: number;
+  /** Clients closed by the output-buffer limits (`maxOutputHardBytes`, `outputStallTimeoutMs`). */
+  outputLimitClosed: number;
+  /** Clients closed because a request stayed incomplete past `requestTimeoutMs`. */
+  requestTimeoutClosed: number;
   backpressurePauses: number;
   errorReplies: number;
 }

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { createRequire } from 'node:module';
 import { createServer, type Server, type Socket } from 'node:net';
+import { mergeDefined, serveLimits } from '../serve-limits.js';
 import type { RespBackend } from './backend.js';
 import { ClientConnection, type CloseReason } from './client-connection.js';
 import type { CommandSpecInput, ServerCounters, ServerLogger, ServerState, Session } from './command.js';
@@ -60,7 +61,7 @@ export interface RespServerEvents {
   'client-resumed': [{ id: number }];
   'client-closed': [{ id: number; reason: CloseReason }];
   /** A connection over `maxClients` was refused. */
-  'client-rejected': [{ addr: string }];
+  'client-rejected': [{ addr: string; reason: 'max-clients' | 'max-clients-per-address' }];
 }
 
 export interface RespServer {
@@ -75,6 +76,7 @@ export interface RespServer {
 
 const REDIS_COMPAT_VERSION = '7.0.0';
 const MAX_CLIENTS_REPLY = Buffer.from('-ERR max number of clients reached\r\n');
+const MAX_PER_ADDRESS_REPLY = Buffer.from('-ERR max number of clients per address reached\r\n');
 
 const silentLogger: ServerLogger = { debug() {}, info() {}, warn() {}, error() {} };
 
@@ -93,7 +95,8 @@ function packageVersion(): string {
  * rejects with the listen error (e.g. EADDRINUSE) or `RespOptionError` for a bad option.
  */
 export async function startRespServer(opts: RespServerOptions): Promise<RespServer> {
-  const limits = resolveLimits(opts.limits);
+  // `floe serve`'s limit flags are the defaults; the options given here win.
+  const limits = resolveLimits(mergeDefined(serveLimits().resp, opts.limits));
   const host = opts.host ?? '127.0.0.1';
   const port = opts.port ?? 0;
   if (!Number.isInteger(port) || port < 0 || port > 65535) {
@@ -115,12 +118,16 @@ export async function startRespServer(opts: RespServerOptions): Promise<RespServ
   const events = new EventEmitter<RespServerEvents>();
   const sessions = new Map<number, ClientConnection>();
   const refused = new Set<Socket>();
+  /** Connected clients per remote IP address (maxClientsPerAddress). */
+  const perAddress = new Map<string, number>();
   const counters: ServerCounters = {
     totalConnections: 0,
     rejectedConnections: 0,
     totalCommands: 0,
     protocolErrors: 0,
     idleClosed: 0,
+    outputLimitClosed: 0,
+    requestTimeoutClosed: 0,
     backpressurePauses: 0,
     errorReplies: 0,
   };
@@ -171,27 +178,51 @@ export async function startRespServer(opts: RespServerOptions): Promise<RespServ
       counters.totalConnections++;
       if (sessions.size >= limits.maxClients) {
         counters.rejectedConnections++;
-        refuse(socket);
+        refuse(socket, 'max-clients');
         return;
       }
+      const ip = socket.remoteAddress ?? '?';
+      const fromIp = perAddress.get(ip) ?? 0;
+      if (fromIp >= limits.maxClientsPerAddress) {
+        counters.rejectedConnections++;
+        refuse(socket, 'max-clients-per-address');
+        return;
+      }
+      perAddress.set(ip, fromIp + 1);
+      socket.once('close', () => {
+        const n = (perAddress.get(ip) ?? 1) - 1;
+        if (n <= 0) perAddress.delete(ip);
+        else perAddress.set(ip, n);
+      });
       const id = nextId++;
       sessions.set(id, new ClientConnection(id, socket, state, hooks));
     },
   );
 
   /** Redis's answer to one client too many: the error, then close. */
-  const refuse = (socket: Socket): void => {
+  const refuse = (socket: Socket, reason: 'max-clients' | 'max-clients-per-address'): void => {
+    // A flood of refused connections must not hold sockets for the grace period without bound.
+    if (refused.size >= 1024) {
+      socket.destroy();
+      return;
+    }
     refused.add(socket);
     const addr = `${socket.remoteAddress ?? '?'}:${socket.remotePort ?? 0}`;
-    logger.warn(
-      { addr, maxClients: limits.maxClients },
-      'RESP connection refused: max number of clients reached',
-    );
-    events.emit('client-rejected', { addr });
+    if (reason === 'max-clients')
+      logger.warn(
+        { addr, maxClients: limits.maxClients },
+        `RESP connection from ${addr} refused: max number of clients (${limits.maxClients}) reached`,
+      );
+    else
+      logger.warn(
+        { addr, maxClientsPerAddress: limits.maxClientsPerAddress },
+        `RESP connection from ${addr} refused: max number of clients per address (${limits.maxClientsPerAddress}) reached`,
+      );
+    events.emit('client-rejected', { addr, reason });
     socket.on('error', () => {});
     socket.on('data', () => {}); // discard: the client may have pipelined before reading our error
     socket.on('close', () => refused.delete(socket));
-    socket.end(MAX_CLIENTS_REPLY);
+    socket.end(reason === 'max-clients' ? MAX_CLIENTS_REPLY : MAX_PER_ADDRESS_REPLY);
     setTimeout(() => socket.destroy(), limits.closeGraceMs).unref();
   };
 

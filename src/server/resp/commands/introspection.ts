@@ -353,6 +353,8 @@ function sectionLines(server: ServerState, section: string): string[] {
         `total_error_replies:${c.errorReplies}`,
         `floe_protocol_errors:${c.protocolErrors}`,
         `floe_idle_clients_closed:${c.idleClosed}`,
+        `client_output_buffer_limit_disconnections:${c.outputLimitClosed}`,
+        `floe_request_timeout_closed:${c.requestTimeoutClosed}`,
         `floe_backpressure_pauses:${c.backpressurePauses}`,
       ];
     }
