@@ -84,6 +84,24 @@ export function hardenHttp(app: FastifyInstance): void {
     }
   });
 
+  // Every route takes a JSON object (or no body): `[{"by":1}]` or `null` on INCR used to add 1.
+  // And no path parameter may be empty (`GET /v1/kv/` used to answer 200 for the key "").
+  app.addHook('preValidation', async (req, reply) => {
+    const params = (req.params ?? {}) as Record<string, unknown>;
+    for (const [name, v] of Object.entries(params)) {
+      if (v === '')
+        return reply
+          .code(400)
+          .send({ error: 'invalid_argument', message: `path parameter ${name} must not be empty` });
+    }
+    const b: unknown = req.body;
+    if (b !== undefined && (b === null || typeof b !== 'object' || Array.isArray(b)))
+      return reply.code(400).send({
+        error: 'invalid_body',
+        message: `request body must be a JSON object, got ${b === null ? 'null' : Array.isArray(b) ? 'an array' : typeof b}`,
+      });
+  });
+
   app.setErrorHandler((err: FastifyError, _req, reply) => {
     const status = err.statusCode && err.statusCode >= 400 && err.statusCode < 600 ? err.statusCode : 500;
     const error = err.code === 'FLOE_JSON_TOO_DEEP' ? 'json_too_deep' : codeOf(err, status);
