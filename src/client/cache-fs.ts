@@ -13,6 +13,7 @@ import {
   openSync,
   readFileSync,
   readlinkSync,
+  realpathSync,
   renameSync,
   rmSync,
   statSync,
@@ -20,6 +21,7 @@ import {
   writeSync,
 } from 'node:fs';
 import { hostname } from 'node:os';
+import { basename, dirname, join, resolve } from 'node:path';
 
 /**
  * The few file operations the cache and its lock use, with Linux's durability rules: `writeSynced` makes a file's
@@ -27,6 +29,11 @@ import { hostname } from 'node:os';
  * a Node-style `code` ('ENOENT', 'EEXIST', ...).
  */
 export interface CacheFs {
+  /**
+   * The one name of `path` that every spelling of it resolves to (symbolic links and `..` resolved): the file's real
+   * path if it exists, else its directory's real path and its base name, else `path` made absolute.
+   */
+  canonical(path: string): string;
   /** The file's content; throws ENOENT if there is none. */
   readText(path: string): string;
   /** Creates or truncates `path` and writes `text`; with `fsync`, fdatasyncs it (not its directory). */
@@ -64,6 +71,17 @@ export interface CacheHost {
 }
 
 export const nodeCacheFs: CacheFs = {
+  canonical(path) {
+    try {
+      return realpathSync.native(path);
+    } catch {
+      try {
+        return join(realpathSync.native(dirname(path)), basename(path));
+      } catch {
+        return resolve(path);
+      }
+    }
+  },
   readText: (path) => readFileSync(path, 'utf8'),
   writeFile(path, text, fsync) {
     const fd = openSync(path, 'w', 0o600);

@@ -1,9 +1,9 @@
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, linkSync, mkdtempSync, readFileSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { decode } from '../id/index.js';
-import { FloeRequestError, FloeUnavailableError, LeaseLostError } from './errors.js';
+import { CacheLockedError, FloeRequestError, FloeUnavailableError, LeaseLostError } from './errors.js';
 import { FloeClient } from './floe-client.js';
 import type { LeaseCacheRecord } from './lease-cache.js';
 import { FakeCluster, FakeTime, leaveDeadLock, settle } from './test-doubles.js';
@@ -377,4 +377,84 @@ describe('WorkerLease: on-disk cache', () => {
     expect(r.deadlineMono - s.time.t).toBeLessThanOrEqual(wallLeft - TTL / 10);
     await settle();
   });
+});
+
+describe('FloeClient: one requestId, one lease per process (review finding R1)', () => {
+  it('refuses a second leaseWorker call with the requestId of a live lease of this process, even from another client', async () => {
+    const s = setup();
+    const a = await lease(s, { requestId: 'orders-n1' });
+    const other = new FloeClient({
+      endpoints: s.cluster.hosts,
+      fetch: s.cluster.fetch,
+      clock: s.time.wall,
+      monotonic: s.time.mono,
+      setTimer: s.time.setTimer,
+      sleep: s.time.sleep,
+      random: () => 0.5,
+      bootId: 'boot-1',
+    });
+    expect(other.incarnation).toBe(s.client.incarnation); // one process, one incarnation
+    await expect(
+      other.leaseWorker({ app: 'orders', nodeId: 'n1', ttlMs: TTL, requestId: 'orders-n1' }),
+    ).rejects.toThrow(/requestId.*orders-n1|orders-n1.*requestId/s);
+    // Before the fix the second call got the same worker ID and token and its generator repeated a's IDs.
+    expect(a.valid).toBe(true);
+    await a.release();
+    // Released (the cluster confirmed): the requestId is free again, and names a fresh lease.
+    const b = await lease(s, { requestId: 'orders-n1' });
+    expect(b.token).not.toBe(a.token);
+    await b.release();
+  });
+
+  it('frees the requestId of a call that failed, so the caller can retry with it', async () => {
+    const s = setup();
+    const leader = s.cluster.leader;
+    s.cluster.leader = undefined;
+    await expect(lease(s, { requestId: 'retry-me', acquireTimeoutMs: 100 })).rejects.toBeInstanceOf(
+      FloeUnavailableError,
+    );
+    s.cluster.leader = leader;
+    const l = await lease(s, { requestId: 'retry-me' });
+    expect(l.valid).toBe(true);
+    await l.release();
+  });
+});
+
+describe('FloeClient: one cache file, one lock, whatever its name (review finding R2)', () => {
+  const second = (s: ReturnType<typeof setup>, incarnation: string) =>
+    new FloeClient({
+      endpoints: s.cluster.hosts,
+      fetch: s.cluster.fetch,
+      clock: s.time.wall,
+      monotonic: s.time.mono,
+      setTimer: s.time.setTimer,
+      sleep: s.time.sleep,
+      bootId: 'boot-1',
+      incarnation,
+    });
+
+  for (const how of ['symbolic link', 'hard link'] as const) {
+    it(`a second process reaching a live holder's cache through a ${how} waits for its lock and never releases its lease`, async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'floe-client-'));
+      const real = join(dir, 'lease.json');
+      const alias = join(dir, 'alias.json');
+      const s = setup();
+      const a = await lease(s, { cachePath: real });
+      a.snowflake('floe').next();
+      if (how === 'symbolic link') symlinkSync(real, alias);
+      else linkSync(real, alias);
+      // Before the fix B locked alias.json.lock, read A's cache, released A's live token and leased the worker again.
+      const err = await lease(
+        { ...s, client: second(s, 'proc-B') },
+        { cachePath: alias, cacheLockWaitMs: 500, acquireTimeoutMs: 500 },
+      ).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(CacheLockedError);
+      const releases = s.cluster.requests.filter((r) => r.path.endsWith('/release'));
+      expect(releases).toEqual([]);
+      expect(a.valid).toBe(true);
+      await s.time.advance(TTL / 3 + 1); // A renews: still its lease
+      expect(a.valid).toBe(true);
+      await a.release();
+    });
+  }
 });

@@ -22,6 +22,16 @@ import {
  */
 export const PROCESS_INCARNATION: string = randomBytes(16).toString('hex');
 
+/**
+ * The requestIds this process has in use, per (incarnation, app, nodeId): by a `leaseWorker` call in progress, or by a
+ * lease that the cluster may still hold under it. The cluster answers the same requestId from the same incarnation
+ * with the live grant, unchanged (a retry whose reply was lost), so a second lease of this process under one
+ * requestId would share a worker ID and token with the first, and start from the first grant's floor. A claim ends
+ * when the call fails without a lease, or when the cluster has confirmed the lease is gone (released, stale token,
+ * not held, expired); a lease lost at its deadline keeps its claim for the life of the process (one short string).
+ */
+const claimedRequestIds = new Set<string>();
+
 export interface FloeClientOptions {
   /** Any nodes of the cluster, `host:port` of their HTTP listener (or `http://host:port`). At least one. */
   endpoints: readonly string[];
@@ -92,7 +102,10 @@ export interface LeaseWorkerOptions {
   acquireTimeoutMs?: number;
   /** With a cache: how much earlier than the cached wall-clock deadline to give up when the boot changed. Default TTL/10. */
   cacheWallMarginMs?: number;
-  /** Idempotency key of the acquire (default: a random UUID per call). */
+  /**
+   * Idempotency key of the acquire (default: a random UUID per call). Repeat it only to retry a call that failed:
+   * while a call or a lease of this process uses a requestId, another call with it is refused (`ClientOptionError`).
+   */
   requestId?: string;
 }
 
@@ -199,7 +212,8 @@ export class FloeClient {
         10,
         Math.floor((ttlMs - safetyMarginMs) / 2),
       ),
-      cachePath: o.cachePath,
+      // One name per file, so that every spelling (symbolic links, `..`) takes the same lock (review finding R2).
+      cachePath: o.cachePath === undefined ? undefined : this.ctx.cacheFs.canonical(o.cachePath),
     };
     const acquireTimeoutMs = inRange(
       'acquireTimeoutMs',
@@ -221,21 +235,51 @@ export class FloeClient {
     );
     const { wall, mono } = this.ctx;
     // Only the holder of the cache's lock reads or writes the cache: two processes on one cache would share a lease.
-    const lock = o.cachePath
-      ? await CacheLock.acquire(o.cachePath, {
-          waitMs: cacheLockWaitMs,
-          ttlMs,
-          bootId: this.ctx.bootId,
-          mono,
-          sleep: this.sleep,
-          fs: this.ctx.cacheFs,
-          host: this.ctx.cacheHost,
-        })
-      : undefined;
+    const cachePath = tuning.cachePath;
+    const lockOptions = {
+      waitMs: cacheLockWaitMs,
+      ttlMs,
+      bootId: this.ctx.bootId,
+      mono,
+      sleep: this.sleep,
+      fs: this.ctx.cacheFs,
+      host: this.ctx.cacheHost,
+    };
+    const lock = cachePath ? await CacheLock.acquire(cachePath, lockOptions) : undefined;
+    const requestId = o.requestId ?? randomUUID();
+    const claims: string[] = [];
+    const claim = (rid: string, resuming = false): void => {
+      const key = JSON.stringify([this.incarnation, o.app, o.nodeId, rid]);
+      // Resuming from the cache asks nothing of the cluster, and the cache's lock (held) rules out a live lease of
+      // this process on it: an ended one's claim stays as it is.
+      if (resuming && claimedRequestIds.has(key)) return;
+      if (claimedRequestIds.has(key)) {
+        throw new ClientOptionError(
+          'requestId',
+          `a requestId no other call or live lease of this process uses for app ${JSON.stringify(o.app)} and ` +
+            `nodeId ${JSON.stringify(o.nodeId)} (the cluster would answer it with that lease's worker ID and token)`,
+          rid,
+        );
+      }
+      claimedRequestIds.add(key);
+      claims.push(key);
+    };
+    const unclaim = (): void => {
+      for (const k of claims.splice(0)) claimedRequestIds.delete(k);
+    };
+    try {
+      claim(requestId);
+    } catch (e) {
+      lock?.release();
+      throw e;
+    }
     try {
       // Holding the lock, we know the process that wrote this cache is gone.
-      const cached = o.cachePath ? readLeaseCache(o.cachePath, o.app, o.nodeId, this.ctx.cacheFs) : undefined;
-      const requestId = o.requestId ?? randomUUID();
+      const cached = cachePath ? readLeaseCache(cachePath, o.app, o.nodeId, this.ctx.cacheFs) : undefined;
+      if (cached?.cachePath !== undefined && cached.cachePath !== cachePath) {
+        // Written under another name (a hard link, or a copy): its writer took that name's lock. It must be free too.
+        await this.checkLockFree(cached.cachePath, lockOptions);
+      }
       const path = `/v1/apps/${encodeURIComponent(o.app)}/workers/acquire`;
       const started = mono();
       // Once a release of the cached lease was sent it may have freed the worker ID: never resume that lease then.
@@ -269,6 +313,7 @@ export class FloeClient {
               sentAtWall: r.sentAtWall,
               floorMs,
             }),
+            claims.splice(0),
           );
           // Headroom below half the window (the mark was ahead of our clock): promise a new bound before returning.
           if (lease.boundMs - (wall.now() + lease.leadMs) < tuning.boundWindowMs / 2) await lease.renewNow();
@@ -286,17 +331,22 @@ export class FloeClient {
             continue;
           }
           if (e instanceof FloeUnavailableError && cached !== undefined && !releasedCached) {
+            if (cached.requestId !== requestId) claim(cached.requestId, true);
             const resumed = this.resume(
               cached,
               { ...tuning, requestId: cached.requestId, lock },
               cacheWallMarginMs,
             );
-            if (resumed) return resumed;
+            if (resumed) {
+              this.track(resumed, claims.splice(0));
+              return resumed;
+            }
           }
           throw e;
         }
       }
     } catch (e) {
+      unclaim();
       lock?.release();
       throw e;
     }
@@ -307,10 +357,36 @@ export class FloeClient {
     await Promise.allSettled([...this.leases].map((l) => l.release()));
   }
 
-  private track(lease: WorkerLease): WorkerLease {
+  /**
+   * Takes and lets go of the lock of another name of the cache (throws CacheLockedError while a live process holds it).
+   * A name whose directory is gone (the cache was moved) has no holder.
+   */
+  private async checkLockFree(otherPath: string, o: Parameters<typeof CacheLock.acquire>[1]): Promise<void> {
+    let other: CacheLock;
+    try {
+      other = await CacheLock.acquire(otherPath, o);
+    } catch (e) {
+      if ((e as { code?: string }).code === 'ENOENT') return;
+      throw e;
+    }
+    other.release();
+  }
+
+  /** Tracks a lease until it ends; its requestId claims end when the cluster has confirmed it no longer holds it. */
+  private track(lease: WorkerLease, claims: string[]): WorkerLease {
     this.leases.add(lease);
-    lease.once('released', () => this.leases.delete(lease));
-    lease.once('lost', () => this.leases.delete(lease));
+    const unclaim = () => {
+      for (const k of claims) claimedRequestIds.delete(k);
+    };
+    lease.once('released', () => {
+      this.leases.delete(lease);
+      unclaim();
+    });
+    lease.once('lost', () => {
+      this.leases.delete(lease);
+      const why = lease.endedBecause;
+      if (why === 'stale_token' || why === 'not_held' || why === 'lease_expired') unclaim();
+    });
     return lease;
   }
 
@@ -350,17 +426,15 @@ export class FloeClient {
     if (!(deadlineMono > mono()) || !(deadlineWall > wall.now())) return undefined;
     const grant: GrantInfo = { ...c, app: c.app, boundMs: c.boundMs };
     const back = c.ttlMs - tuning.safetyMarginMs;
-    return this.track(
-      new WorkerLease(this.ctx, tuning, grant, {
-        sentAtMono: deadlineMono - back,
-        sentAtWall: deadlineWall - back,
-        deadlineMono,
-        deadlineWall,
-        floorMs: c.usedUpToMs,
-        usedUpToMs: c.usedUpToMs,
-        resumed: true,
-      }),
-    );
+    return new WorkerLease(this.ctx, tuning, grant, {
+      sentAtMono: deadlineMono - back,
+      sentAtWall: deadlineWall - back,
+      deadlineMono,
+      deadlineWall,
+      floorMs: c.usedUpToMs,
+      usedUpToMs: c.usedUpToMs,
+      resumed: true,
+    });
   }
 }
 

@@ -40,6 +40,8 @@ export interface LeaseCacheRecord {
    */
   deadlineWallMs: number;
   savedAtWallMs: number;
+  /** The (canonical) cache path the writer locked: a reader that reached the file by another name checks that lock. */
+  cachePath?: string;
 }
 
 /**
@@ -97,6 +99,7 @@ export function readLeaseCache(
     ] as const) {
       if (typeof r[k] !== 'number' || !Number.isFinite(r[k])) return undefined;
     }
+    if (r.cachePath !== undefined && typeof r.cachePath !== 'string') return undefined;
     return r as LeaseCacheRecord;
   } catch {
     return undefined;

@@ -476,6 +476,7 @@ export class WorkerLease extends EventEmitter {
       systemMonotonic: this.ctx.systemMonotonic,
       deadlineWallMs,
       savedAtWallMs: this.ctx.wall.now(),
+      cachePath: this.tuning.cachePath,
     };
     writeLeaseCache(this.tuning.cachePath as string, record, this.ctx.cacheFs, this.ctx.cacheHost);
   }

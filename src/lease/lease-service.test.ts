@@ -30,7 +30,7 @@ function setup(opts: { leader?: boolean; service?: Partial<LeaseServiceOptions> 
 }
 
 async function granted(svc: LeaseService, app: string, nodeId: string, extra: { boundMs?: number } = {}) {
-  const r = await svc.acquire({ app, nodeId, requestId: `req-${nodeId}`, ...extra });
+  const r = await svc.acquire({ app, nodeId, requestId: `req-${nodeId}`, incarnation: 'proc-1', ...extra });
   if (!r.ok) throw new Error(`acquire failed: ${r.message}`);
   return r;
 }
@@ -103,7 +103,7 @@ describe('LeaseService: deadlines on the leader', () => {
     await flush();
     const a = await granted(svc, 'app', 'a');
     await time.advance(8_000);
-    const retry = await svc.acquire({ app: 'app', nodeId: 'a', requestId: 'req-a' });
+    const retry = await svc.acquire({ app: 'app', nodeId: 'a', requestId: 'req-a', incarnation: 'proc-1' });
     expect(retry).toMatchObject({ ok: true, retried: true, token: a.token });
     await time.advance(TTL - 1); // 18 s after the grant, 10 s - 1 ms after the retry
     expect(sm.lease('app', a.workerId)).toBeDefined();

@@ -51,7 +51,7 @@ export class LeaseKeeper {
           this.endpoint(),
           'POST',
           `/v1/apps/${this.app}/workers/acquire`,
-          { nodeId, ttlMs: this.ttlMs, requestId },
+          { nodeId, ttlMs: this.ttlMs, requestId, incarnation: 'lease-keeper' },
           2000,
         );
         return r.status === 200 ? r.body : undefined;

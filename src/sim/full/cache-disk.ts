@@ -1,6 +1,7 @@
 // The SDK lease cache's seams inside the simulation: its file system is the client machine's
 // MemoryFs (so a power loss drops what the SDK did not fsync), and its view of processes is the
 // run's virtual processes (PIDs are never reused in a run, so a PID's start time is its name).
+import { resolve } from 'node:path';
 import type { CacheFs, CacheHost } from '../../client/cache-fs.js';
 import type { MemoryFs } from '../../storage/memory-fs.js';
 import type { Prng } from '../prng.js';
@@ -10,6 +11,7 @@ import type { World } from './world.js';
 /** `disk()` is the machine's current view (a new one after each power loss). */
 export function memoryCacheFs(disk: () => MemoryFs): CacheFs {
   return {
+    canonical: (p) => resolve(p), // MemoryFs has no symbolic links
     readText: (p) => disk().readFileNow(p).toString('utf8'),
     writeFile: (p, text, fsync) => disk().writeFileNow(p, Buffer.from(text, 'utf8'), fsync),
     rename: (from, to) => disk().renameNow(from, to),

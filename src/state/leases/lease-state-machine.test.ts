@@ -79,8 +79,8 @@ describe('acquire', () => {
 
   it('is idempotent for the same requestId and refuses another requestId while the lease lives', () => {
     const log = new FakeLog();
-    const first = log.grant('app', 'n1', { requestId: 'r1', boundMs: log.timeMs });
-    const retry = log.grant('app', 'n1', { requestId: 'r1', ttlMs: 60_000 });
+    const first = log.grant('app', 'n1', { requestId: 'r1', incarnation: 'p1', boundMs: log.timeMs });
+    const retry = log.grant('app', 'n1', { requestId: 'r1', incarnation: 'p1', ttlMs: 60_000 });
     expect(retry).toEqual({ ...first, retried: true });
     const other = expectError(log.acquire('app', 'n1', { requestId: 'r2' }));
     expect(other.code).toBe('lease_held');
@@ -104,10 +104,13 @@ describe('acquire', () => {
     // Without an incarnation (an older client, or RESP without INCARNATION) it is not the same process either.
     expect(expectError(log.acquire('app', 'n1', { requestId: 'cached' })).code).toBe('lease_held');
     expect(log.sm.pool('app')?.leased).toBe(1);
-    // A lease granted without an incarnation is retried only without one.
+    // Review finding R1b: two processes that send no incarnation and one requestId. Without an incarnation a repeat
+    // is never a retry: the second gets lease_held, not the first one's worker ID and token.
     const old = log.grant('app', 'n2', { requestId: 'r' });
     expect(old.incarnation).toBe('');
-    expect(log.grant('app', 'n2', { requestId: 'r' }).retried).toBe(true);
+    const repeat = expectError(log.acquire('app', 'n2', { requestId: 'r' }));
+    expect(repeat.code).toBe('lease_held');
+    expect(repeat.message).toMatch(/without an incarnation a repeat is not recognised as a retry/);
     expect(expectError(log.acquire('app', 'n2', { requestId: 'r', incarnation: 'x' })).code).toBe(
       'lease_held',
     );
@@ -409,7 +412,8 @@ describe('snapshots', () => {
     expect(old.leases('app').map((l) => l.nodeId)).toEqual(['a', 'b']);
     const o = new FakeLog(old);
     o.index = log.index;
-    expect(o.grant('app', 'b', { requestId: 'rb' }).retried).toBe(true);
+    // A version-1 lease has no incarnation: no repeat of its requestId is a retry (finding R1b).
+    expect(expectError(o.acquire('app', 'b', { requestId: 'rb' })).code).toBe('lease_held');
     expect(expectError(o.acquire('app', 'a', { requestId: 'ra', incarnation: 'inc-a' })).code).toBe(
       'lease_held',
     );

@@ -133,9 +133,20 @@ export class LeaseStateMachine implements StateMachine<LeaseResult> {
       // a retry of the grant (its reply was lost): answer it again, unchanged. Anything else may be
       // another live process using the same nodeId (or one that read the first one's cache file),
       // and handing it the same worker ID and token would make two generators share it.
+      // Without an incarnation there is no telling two processes apart (review finding R1b): such a repeat is never
+      // a retry. (A lease restored from a version-1 snapshot has incarnation '': it is not retried either.)
       const incarnation = cmd.incarnation ?? '';
       if (held.requestId === cmd.requestId) {
-        if (held.incarnation === incarnation) return this.grantResult(pool, held, true);
+        if (incarnation !== '' && held.incarnation === incarnation) return this.grantResult(pool, held, true);
+        if (incarnation === '') {
+          return leaseError(
+            'lease_held',
+            `node ${JSON.stringify(cmd.nodeId)} already holds worker ID ${held.workerId} in app ${cmd.app} under ` +
+              `this requestId; without an incarnation a repeat is not recognised as a retry (another process may ` +
+              `use the same requestId): send the calling process's incarnation (HTTP "incarnation", RESP ` +
+              `INCARNATION) to retry, release the lease with its token, or wait for it to expire`,
+          );
+        }
         return leaseError(
           'lease_held',
           `node ${JSON.stringify(cmd.nodeId)} already holds worker ID ${held.workerId} in app ${cmd.app}, ` +
