@@ -121,12 +121,16 @@ export class ClickHouseAuditSink {
     if (supportsDedupToken(v))
       settings.insert_deduplication_token = createHash('sha256').update(payload).digest('hex').slice(0, 40);
     const body = typeof payload === 'string' ? Buffer.from(payload, 'utf8') : payload;
-    await this.client.insert({
-      table: this.qualifiedTable,
-      format: 'JSONEachRow',
+    // Raw JSONEachRow bytes through `exec` (the client's `insert` wants objects for JSON formats, and
+    // the rows are already serialised: the same bytes as a spill frame).
+    const r = await this.client.exec({
+      query: `INSERT INTO ${this.qualifiedTable} FORMAT JSONEachRow`,
       values: Readable.from([body], { objectMode: false }),
       clickhouse_settings: settings,
     });
+    // Drain the (empty) response so the socket goes back to the pool.
+    for await (const _ of r.stream) {
+    }
   }
 
   /** count(DISTINCT event_id): every event once, whether or not merges have run. */
