@@ -13,6 +13,7 @@ import type { AuthStateMachine, Permission } from '../state/auth/index.js';
 import type { LeaseError, LeaseGrant } from '../state/leases/index.js';
 import { MAX_VALUE, type SequenceInfo } from '../state/sequences/index.js';
 import type { PasswordVerifier } from './auth/password-verifier.js';
+import { precheckLease } from './lease-precheck.js';
 import {
   BackendError,
   type LeaseReply,
@@ -137,6 +138,9 @@ export function respBackendOf(s: FloeServices): RespBackend {
     authorize: (user, app, perm) => auth.permits(user, app, perm as Permission),
     workerAcquire: (req: WorkerAcquireRequest) =>
       call(async () => {
+        // Nothing the lease state would refuse reaches the log.
+        const bad = precheckLease({ op: 'acquire', ...req, boundMs: undefined });
+        if (bad) unwrap(bad);
         const r = unwrap(
           await leases.acquire({
             app: req.app,
@@ -152,6 +156,14 @@ export function respBackendOf(s: FloeServices): RespBackend {
       }),
     workerRenew: (req: WorkerRenewRequest) =>
       call(async () => {
+        const bad = precheckLease({
+          op: 'renew',
+          app: req.app,
+          workerId: req.workerId,
+          token: Number(req.token),
+          boundMs: req.boundMs,
+        });
+        if (bad) unwrap(bad);
         const r = unwrap(
           await leases.renew({
             app: req.app,
@@ -175,6 +187,14 @@ export function respBackendOf(s: FloeServices): RespBackend {
       }),
     workerRelease: (req: WorkerReleaseRequest) =>
       call(async () => {
+        const bad = precheckLease({
+          op: 'release',
+          app: req.app,
+          workerId: req.workerId,
+          token: Number(req.token),
+          lastTimestampMs: req.lastMs,
+        });
+        if (bad) unwrap(bad);
         unwrap(
           await leases.release({
             app: req.app,

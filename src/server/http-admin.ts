@@ -107,7 +107,8 @@ export async function startHttpAdmin(opts: HttpAdminOptions): Promise<FastifyIns
   app.post<{ Body: Record<string, unknown> }>(REMOTE_ALLOC_PATH, async (req, reply) => {
     const b = req.body ?? {};
     const cmd = parseSequenceCommand({ ...b, ns: SEQUENCE_NAMESPACE, op: 'alloc', proof: undefined });
-    if ('ok' in cmd) return reply.code(400).send(cmd);
+    // The documented {error, message} shape; `ok` and `code` stay for the followers that read them.
+    if ('ok' in cmd) return reply.code(400).send({ error: cmd.code, ...cmd });
     if (cmd.op !== 'alloc') return reply.code(400).send({ error: 'bad_command', message: 'alloc expected' });
     const expected = opts.clusterSecret ? allocProof(opts.clusterSecret, cmd) : undefined;
     if (!expected || typeof b.proof !== 'string' || !safeEqual(b.proof, expected))
@@ -117,9 +118,10 @@ export async function startHttpAdmin(opts: HttpAdminOptions): Promise<FastifyIns
     if (!node.isLeader) return fail(reply, new NotLeaderError(node.id, node.leaderHint()), req.url);
     try {
       const r = (await node.propose(encodeSequenceCommand(cmd))) as SequenceResult;
+      if (r.ok) return r;
       return reply
-        .code(r.ok ? 200 : r.code === 'not_found' ? 404 : r.code === 'exhausted' ? 409 : 400)
-        .send(r);
+        .code(r.code === 'not_found' ? 404 : r.code === 'exhausted' ? 409 : 400)
+        .send({ error: r.code, ...r });
     } catch (err) {
       return fail(reply, err, req.url);
     }

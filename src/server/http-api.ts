@@ -19,6 +19,7 @@ import {
 } from './floe-services.js';
 import { registerSequenceApi } from './http-sequences.js';
 import { registerSnowflakeApi } from './http-snowflakes.js';
+import { type LeasePrecheck, precheckLease } from './lease-precheck.js';
 import { MEMBER_HEADER, verifyMemberHeader } from './member-auth.js';
 
 declare module 'fastify' {
@@ -145,6 +146,14 @@ export function registerFloeApi(
     return fail(reply, err, path);
   };
 
+  /** Nothing the lease state would refuse is proposed: its own check runs first (400 naming the field). */
+  const precheckFails = (reply: FastifyReply, r: LeasePrecheck): boolean => {
+    const bad = precheckLease(r);
+    if (!bad) return false;
+    void reply.code(LEASE_ERROR_STATUS[bad.code] ?? 400).send({ error: bad.code, message: bad.message });
+    return true;
+  };
+
   const int = (v: unknown): number | undefined =>
     typeof v === 'number' && Number.isSafeInteger(v)
       ? v
@@ -215,6 +224,22 @@ export function registerFloeApi(
       return reply
         .code(400)
         .send({ error: 'invalid_argument', message: 'incarnation must be a string of 1..128 characters' });
+    if (b.requestId !== undefined && typeof b.requestId !== 'string')
+      return reply
+        .code(400)
+        .send({ error: 'invalid_argument', message: 'requestId must be a string of 1..128 characters' });
+    if (
+      precheckFails(reply, {
+        op: 'acquire',
+        app: req.params.app,
+        nodeId: b.nodeId,
+        ttlMs: optInt(b.ttlMs),
+        requestId: b.requestId,
+        boundMs: optInt(b.boundMs),
+        incarnation: b.incarnation,
+      })
+    )
+      return reply;
     try {
       return unwrap(
         await leases.acquire({
@@ -237,6 +262,8 @@ export function registerFloeApi(
       if (!allowed(req, reply, req.params.app, 'renew')) return reply;
       const ids = workerAndToken(req, reply);
       if (!ids) return reply;
+      const boundMs = optInt(req.body?.boundMs);
+      if (precheckFails(reply, { op: 'renew', app: req.params.app, ...ids, boundMs })) return reply;
       try {
         return unwrap(
           await leases.renew({ app: req.params.app, ...ids, boundMs: optInt(req.body?.boundMs) }),
@@ -253,8 +280,9 @@ export function registerFloeApi(
       if (!allowed(req, reply, req.params.app, 'release')) return reply;
       const ids = workerAndToken(req, reply);
       if (!ids) return reply;
+      const lastTimestampMs = optInt(req.body?.lastTimestampMs);
+      if (precheckFails(reply, { op: 'release', app: req.params.app, ...ids, lastTimestampMs })) return reply;
       try {
-        const lastTimestampMs = optInt(req.body?.lastTimestampMs);
         return unwrap(await leases.release({ app: req.params.app, ...ids, lastTimestampMs }));
       } catch (err) {
         return leaseFail(reply, err, req.url);
@@ -328,6 +356,8 @@ export function registerFloeApi(
         return reply
           .code(400)
           .send({ error: 'invalid_argument', message: 'bits and datacenterBits must be integers' });
+      if (precheckFails(reply, { op: 'configurePool', app: req.params.app, bits, datacenterBits: dc }))
+        return reply;
       try {
         return unwrap(await leases.configurePool(req.params.app, bits, dc));
       } catch (err) {
