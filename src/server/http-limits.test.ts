@@ -171,3 +171,42 @@ describe('HTTP against slow and greedy clients', () => {
     expect(() => resolveHttpLimits({ maxConnections: 0 })).toThrow('maxConnections = 0');
   });
 });
+
+describe('HTTP against a client that pipelines and never reads', () => {
+  it('stops reading it: the server-side write buffer stays bounded, then the idle timeout cuts it', async () => {
+    const { port, app } = await node({ idleTimeoutMs: 1500 });
+    let serverSide: Socket | undefined;
+    app.server.prependListener('connection', (s: Socket) => {
+      serverSide = s;
+    });
+    const c = await raw(port);
+    c.socket.pause(); // never read
+    const one = Buffer.from('GET /v1/cluster HTTP/1.1\r\nHost: x\r\n\r\n');
+    let written = 0;
+    let stopped = false;
+    const pump = (): void => {
+      while (!stopped && written < 200_000) {
+        written++;
+        if (!c.socket.write(one)) {
+          c.socket.once('drain', pump);
+          return;
+        }
+      }
+    };
+    pump();
+    // Wait until the client's own writes back up: the server stopped reading.
+    await new Promise<void>((resolve) => {
+      const check = () => (c.socket.writableLength > 0 && written > 1000 ? resolve() : setTimeout(check, 20));
+      check();
+    });
+    let maxBuffered = 0;
+    for (let i = 0; i < 20; i++) {
+      maxBuffered = Math.max(maxBuffered, serverSide?.writableLength ?? 0);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    // Node's HTTP server pauses a socket whose responses wait (one response past its high-water mark).
+    expect(maxBuffered).toBeLessThan(1024 * 1024);
+    stopped = true;
+    await c.closed; // cut by the idle timeout: nothing moves either way
+  });
+});
