@@ -6,6 +6,8 @@ describe('floe serve limit flags', () => {
     expect(
       limitsFromFlags({ httpHeaderTimeoutMs: '5000', respMaxClientsPerIp: '10', respIdleTimeoutMs: '0' }),
     ).toEqual({ http: { headersTimeoutMs: 5000 }, resp: { maxClientsPerAddress: 10, idleTimeoutMs: 0 } });
+    // floe serve closes idle RESP clients after 5 minutes unless told otherwise.
+    expect(limitsFromFlags({})).toEqual({ http: {}, resp: { idleTimeoutMs: 300_000 } });
   });
 
   it('names the flag on a bad value or range', () => {

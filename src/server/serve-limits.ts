@@ -36,8 +36,17 @@ interface FlagSpec {
   help: string;
 }
 
-const D_HTTP = resolveHttpLimits();
-const D_RESP = resolveLimits();
+/**
+ * Where `floe serve` differs from the library defaults: a RESP client idle for 5 minutes is closed
+ * (the library keeps Redis's `timeout 0`).
+ */
+export const SERVE_DEFAULTS: { http: Partial<HttpLimits>; resp: Partial<RespLimits> } = {
+  http: {},
+  resp: { idleTimeoutMs: 300_000 },
+};
+
+const D_HTTP = resolveHttpLimits(SERVE_DEFAULTS.http);
+const D_RESP = resolveLimits(SERVE_DEFAULTS.resp);
 
 /** The limit flags of `floe serve` (docs/security.md lists them with their defaults). */
 export const SERVE_LIMIT_FLAGS: readonly FlagSpec[] = [
@@ -163,15 +172,15 @@ export const SERVE_LIMIT_FLAGS: readonly FlagSpec[] = [
 ];
 
 /**
- * Read the limit flags (strings from commander) into server limits. A value that is not a plain
- * non-negative integer, or out of range, throws an Error naming the flag.
+ * Read the limit flags (strings from commander) into server limits, over `SERVE_DEFAULTS`. A value
+ * that is not a plain non-negative integer, or out of range, throws an Error naming the flag.
  */
 export function limitsFromFlags(flags: Record<string, unknown>): {
   http: Partial<HttpLimits>;
   resp: Partial<RespLimits>;
 } {
-  const http: Record<string, number> = {};
-  const resp: Record<string, number> = {};
+  const http: Record<string, number> = { ...(SERVE_DEFAULTS.http as Record<string, number>) };
+  const resp: Record<string, number> = { ...(SERVE_DEFAULTS.resp as Record<string, number>) };
   for (const f of SERVE_LIMIT_FLAGS) {
     const raw = flags[f.key];
     if (raw === undefined) continue;

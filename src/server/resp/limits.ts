@@ -20,8 +20,8 @@ export interface RespLimits {
    */
   maxClientsPerAddress: number;
   /**
-   * Close a client that sent nothing for this many ms; 0 = never (Redis's `timeout 0`). Default 300,000 (5 min;
-   * Redis clients reconnect on their own); 0 .. 2^31-1.
+   * Close a client that sent nothing for this many ms; 0 = never (Redis's `timeout 0`). Default 0; `floe serve`
+   * uses 300,000 (5 min; Redis clients reconnect on their own). 0 .. 2^31-1.
    * Like Redis, clients in pub/sub mode and clients waiting for a reply are never closed as idle.
    */
   idleTimeoutMs: number;
@@ -67,7 +67,7 @@ export const DEFAULT_LIMITS: Readonly<RespLimits> = Object.freeze({
   maxInlineBytes: 64 * 1024,
   maxClients: 10_000,
   maxClientsPerAddress: 1000,
-  idleTimeoutMs: 300_000,
+  idleTimeoutMs: 0,
   maxOutputBytes: 1024 * 1024,
   maxOutputHardBytes: 32 * 1024 * 1024,
   outputStallTimeoutMs: 60_000,
