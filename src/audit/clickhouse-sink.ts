@@ -34,7 +34,8 @@ export class ClickHouseAuditSink {
   readonly url: string;
   private readonly client: ClickHouseClient;
   private version: ServerVersion | undefined;
-  private readonly creds: { user: string; password: string; requestTimeoutMs: number };
+  /** Bound to database `default`: version and CREATE DATABASE work before our database exists. */
+  private readonly admin: ClickHouseClient;
 
   constructor(o: ClickHouseAuditOptions) {
     let u: URL;
@@ -48,19 +49,15 @@ export class ClickHouseAuditSink {
     this.url = o.url;
     this.database = checkIdentifier('database', o.database ?? 'default');
     this.table = checkIdentifier('table', o.table ?? DEFAULT_AUDIT_TABLE);
-    this.creds = {
-      user: o.user ?? 'default',
-      password: o.password ?? '',
-      requestTimeoutMs: o.requestTimeoutMs ?? 10_000,
-    };
-    this.client = createClient({
+    const common = {
       url: o.url,
-      username: this.creds.user,
-      password: this.creds.password,
-      database: this.database,
-      request_timeout: this.creds.requestTimeoutMs,
+      username: o.user ?? 'default',
+      password: o.password ?? '',
+      request_timeout: o.requestTimeoutMs ?? 10_000,
       log: { level: ClickHouseLogLevel.OFF }, // failures are ours to report (spill, alarm), once
-    });
+    };
+    this.client = createClient({ ...common, database: this.database });
+    this.admin = createClient({ ...common, database: 'default' });
   }
 
   /** `db`.`table` */
@@ -71,7 +68,7 @@ export class ClickHouseAuditSink {
   /** The server's version (asked once per connection lifetime; re-asked after `forgetVersion`). */
   async serverVersion(): Promise<ServerVersion> {
     if (!this.version) {
-      const rs = await this.client.query({ query: 'SELECT version() AS v', format: 'JSONEachRow' });
+      const rs = await this.admin.query({ query: 'SELECT version() AS v', format: 'JSONEachRow' });
       const rows = (await rs.json()) as { v: string }[];
       this.version = parseVersion(rows[0]?.v ?? '');
     }
@@ -92,21 +89,8 @@ export class ClickHouseAuditSink {
   async init(): Promise<string[]> {
     const v = await this.serverVersion();
     const [createDb, createTable] = schemaStatements(this.database, this.table, v);
-    // CREATE DATABASE must not run through a client bound to a database that does not exist yet.
-    const admin = createClient({
-      url: this.url,
-      username: this.creds.user,
-      password: this.creds.password,
-      database: 'default',
-      request_timeout: this.creds.requestTimeoutMs,
-      log: { level: ClickHouseLogLevel.OFF },
-    });
-    try {
-      await admin.command({ query: createDb! });
-      await admin.command({ query: createTable! });
-    } finally {
-      await admin.close();
-    }
+    await this.admin.command({ query: createDb! });
+    await this.admin.command({ query: createTable! });
     return [createDb!, createTable!];
   }
 
@@ -162,5 +146,6 @@ export class ClickHouseAuditSink {
 
   async close(): Promise<void> {
     await this.client.close();
+    await this.admin.close();
   }
 }

@@ -44,7 +44,7 @@ describe('SpillStore', () => {
     expect(again.pendingFiles()).toHaveLength(1);
     await again.remove(again.pendingFiles()[0]!);
     expect(again.totalBytes).toBe(0);
-    expect(readdirSync(dir)).toEqual([]);
+    expect(readdirSync(dir)).toEqual(['LOCK']);
     await again.close();
   });
 });

@@ -25,6 +25,7 @@ import {
 } from 'node:fs';
 import { mkdir, readFile, rename, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
+import { LockFile } from '../storage/lock-file.js';
 import { decodeFrames, encodeFrame, type SpillCorruption, type SpillFrame } from './spill-format.js';
 
 const FILE_RE = /^audit-(\d{12})\.spill$/;
@@ -60,6 +61,7 @@ export class SpillStore {
   private dirty = false;
   private pendingWrites = 0;
   private readonly fdsToClose: number[] = [];
+  private lock: LockFile | undefined;
 
   constructor(o: SpillOptions) {
     this.dir = o.dir;
@@ -70,9 +72,13 @@ export class SpillStore {
     if (!(this.fileBytes > 0)) throw new Error(`spill fileBytes must be > 0, got ${o.fileBytes}`);
   }
 
-  /** Create the directory if needed and take stock of the files already there (oldest first). */
+  /**
+   * Create the directory if needed, take its PID lock (a second pipeline or `floe audit replay` on the
+   * same directory is refused, naming the live PID), and take stock of the files already there.
+   */
   async open(): Promise<void> {
     await mkdir(this.dir, { recursive: true });
+    this.lock = await LockFile.acquire(this.dir);
     const names = readdirSync(this.dir)
       .filter((n) => FILE_RE.test(n))
       .sort();
@@ -249,6 +255,8 @@ export class SpillStore {
     this.syncTimer = undefined;
     await this.drainWrites();
     this.rotate();
+    await this.lock?.release();
+    this.lock = undefined;
   }
 }
 

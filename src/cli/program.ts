@@ -1,5 +1,6 @@
 import { Command, CommanderError } from 'commander';
 import { FloeIdError } from '../id/index.js';
+import { auditCommand } from './commands/audit.js';
 import { clusterCommand } from './commands/cluster.js';
 import { decodeCommand } from './commands/decode.js';
 import { devCommand } from './commands/dev.js';
@@ -24,6 +25,7 @@ export const COMMANDS: readonly CommandFactory[] = [
   userCommand,
   seqCommand,
   whoisCommand,
+  auditCommand,
 ];
 
 /** Build the `floe` program writing to `io`. Commander's own exits are turned into thrown CommanderErrors. */
