@@ -261,6 +261,7 @@ while (!stopping) {
       app: o.app,
       nodeId: o.nodeName ?? o.name,
       ttlMs: o.ttlMs,
+      layout,
       acquireTimeoutMs: o.ttlMs,
       ...(o.cachePath ? { cachePath: o.cachePath, cacheLockWaitMs: 200 } : {}),
     });

@@ -68,6 +68,11 @@ export interface CacheHost {
   nonce(bytes: number): string;
   /** Runs `fn` when this process exits normally (a kill -9 never runs it); the returned function cancels that. */
   onExit(fn: () => void): () => void;
+  /**
+   * The acquire requestIds this process has in use (see `FloeClient.leaseWorker`): state of the process, shared by
+   * every client in it.
+   */
+  readonly requestIds: Set<string>;
 }
 
 export const nodeCacheFs: CacheFs = {
@@ -156,4 +161,5 @@ export const nodeCacheHost: CacheHost = {
     exitHooks.add(fn);
     return () => exitHooks.delete(fn);
   },
+  requestIds: new Set<string>(),
 };

@@ -1,5 +1,12 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { type Clock, systemClock } from '../id/index.js';
+import {
+  type Clock,
+  type Layout,
+  type LayoutSpec,
+  layoutFingerprint,
+  resolveLayout,
+  systemClock,
+} from '../id/index.js';
 import { type CacheFs, type CacheHost, nodeCacheFs, nodeCacheHost } from './cache-fs.js';
 import { CacheLock } from './cache-lock.js';
 import { hrtimeMonotonic, type MonotonicClock, readBootId } from './clocks.js';
@@ -21,16 +28,6 @@ import {
  * acquire (same requestId) with the live grant only when it comes from the same incarnation.
  */
 export const PROCESS_INCARNATION: string = randomBytes(16).toString('hex');
-
-/**
- * The requestIds this process has in use, per (incarnation, app, nodeId): by a `leaseWorker` call in progress, or by a
- * lease that the cluster may still hold under it. The cluster answers the same requestId from the same incarnation
- * with the live grant, unchanged (a retry whose reply was lost), so a second lease of this process under one
- * requestId would share a worker ID and token with the first, and start from the first grant's floor. A claim ends
- * when the call fails without a lease, or when the cluster has confirmed the lease is gone (released, stale token,
- * not held, expired); a lease lost at its deadline keeps its claim for the life of the process (one short string).
- */
-const claimedRequestIds = new Set<string>();
 
 export interface FloeClientOptions {
   /** Any nodes of the cluster, `host:port` of their HTTP listener (or `http://host:port`). At least one. */
@@ -76,6 +73,12 @@ export interface LeaseWorkerOptions {
   nodeId: string;
   /** Lease TTL (ms). Default 10,000; the cluster allows [1,000, 3,600,000]. */
   ttlMs?: number;
+  /**
+   * The ID layout this lease's generator will use (a preset name, a spec or a Layout; default `floe`). The acquire
+   * names it, and the cluster pins one layout per app: an acquire naming another is refused (`layout_mismatch`),
+   * since IDs of two layouts on one worker ID can collide. `lease.snowflake()` uses it and refuses any other.
+   */
+  layout?: Layout | LayoutSpec | string;
   /**
    * File to cache the lease in (seed 001). One process at a time uses it (an exclusive lock, `<cachePath>.lock`). A
    * restarted instance ends the cached lease (release with its token) and acquires again (usually the same worker
@@ -196,8 +199,19 @@ export class FloeClient {
       Math.ceil(ttlMs / 100) + 50,
       ttlMs / 2,
     );
+    let layout: Layout;
+    try {
+      layout = resolveLayout(o.layout ?? 'floe');
+    } catch (e) {
+      throw new ClientOptionError(
+        'layout',
+        `a layout preset name or spec (${(e as Error).message})`,
+        o.layout,
+      );
+    }
     const tuning = {
       nodeId: o.nodeId,
+      layout,
       safetyMarginMs,
       boundWindowMs: inRange(
         'boundWindowMs',
@@ -247,13 +261,19 @@ export class FloeClient {
     };
     const lock = cachePath ? await CacheLock.acquire(cachePath, lockOptions) : undefined;
     const requestId = o.requestId ?? randomUUID();
+    // The requestIds this process has in use (`CacheHost.requestIds`), per (incarnation, app, nodeId): by a call in
+    // progress, or by a lease the cluster may still hold under it. The cluster answers the same requestId from the
+    // same incarnation with the live grant, unchanged (a retry whose reply was lost), so a second lease of this
+    // process under one requestId would share a worker ID and token with the first, from the first grant's floor.
+    // A claim ends when the call fails without a lease, or when the cluster has confirmed the lease is gone
+    // (released, stale token, not held, expired); a lease lost at its deadline keeps it for the life of the process.
     const claims: string[] = [];
     const claim = (rid: string, resuming = false): void => {
       const key = JSON.stringify([this.incarnation, o.app, o.nodeId, rid]);
       // Resuming from the cache asks nothing of the cluster, and the cache's lock (held) rules out a live lease of
       // this process on it: an ended one's claim stays as it is.
-      if (resuming && claimedRequestIds.has(key)) return;
-      if (claimedRequestIds.has(key)) {
+      if (resuming && this.ctx.cacheHost.requestIds.has(key)) return;
+      if (this.ctx.cacheHost.requestIds.has(key)) {
         throw new ClientOptionError(
           'requestId',
           `a requestId no other call or live lease of this process uses for app ${JSON.stringify(o.app)} and ` +
@@ -261,11 +281,11 @@ export class FloeClient {
           rid,
         );
       }
-      claimedRequestIds.add(key);
+      this.ctx.cacheHost.requestIds.add(key);
       claims.push(key);
     };
     const unclaim = (): void => {
-      for (const k of claims.splice(0)) claimedRequestIds.delete(k);
+      for (const k of claims.splice(0)) this.ctx.cacheHost.requestIds.delete(k);
     };
     try {
       claim(requestId);
@@ -294,6 +314,7 @@ export class FloeClient {
               requestId,
               incarnation: this.incarnation,
               boundMs: Math.ceil(wall.now() + tuning.boundWindowMs),
+              layout: layoutFingerprint(layout),
             },
             { budgetMs: Math.max(0, acquireTimeoutMs - (mono() - started)) },
           );
@@ -303,6 +324,7 @@ export class FloeClient {
             requestId,
             incarnation: this.incarnation,
             ttlMs,
+            layout: layoutFingerprint(layout),
           });
           // The same worker ID as the cache: the previous process may have used timestamps up to usedUpToMs.
           const sameWorker = cached !== undefined && cached.workerId === grant.workerId;
@@ -376,7 +398,7 @@ export class FloeClient {
   private track(lease: WorkerLease, claims: string[]): WorkerLease {
     this.leases.add(lease);
     const unclaim = () => {
-      for (const k of claims) claimedRequestIds.delete(k);
+      for (const k of claims) this.ctx.cacheHost.requestIds.delete(k);
     };
     lease.once('released', () => {
       this.leases.delete(lease);
@@ -424,6 +446,8 @@ export class FloeClient {
     const deadlineWall = trustMono ? c.deadlineWallMs : c.deadlineWallMs - cacheWallMarginMs;
     const deadlineMono = trustMono ? c.deadlineMono : mono() + (deadlineWall - wall.now());
     if (!(deadlineMono > mono()) || !(deadlineWall > wall.now())) return undefined;
+    // Only for the layout it was used with (a cache without one predates layout pins: not resumed).
+    if (c.layout !== layoutFingerprint(tuning.layout)) return undefined;
     const grant: GrantInfo = { ...c, app: c.app, boundMs: c.boundMs };
     const back = c.ttlMs - tuning.safetyMarginMs;
     return new WorkerLease(this.ctx, tuning, grant, {
@@ -442,7 +466,14 @@ export class FloeClient {
 function checkGrant(
   path: string,
   body: unknown,
-  want: { app: string; nodeId: string; requestId: string; incarnation: string; ttlMs: number },
+  want: {
+    app: string;
+    nodeId: string;
+    requestId: string;
+    incarnation: string;
+    ttlMs: number;
+    layout: string;
+  },
 ): GrantInfo {
   const b = checkReply(path, body, 'acquire', want);
   return {

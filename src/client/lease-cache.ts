@@ -42,6 +42,8 @@ export interface LeaseCacheRecord {
   savedAtWallMs: number;
   /** The (canonical) cache path the writer locked: a reader that reached the file by another name checks that lock. */
   cachePath?: string;
+  /** The lease's layout fingerprint: a cached lease is resumed only for the same layout. */
+  layout?: string;
 }
 
 /**
@@ -100,6 +102,7 @@ export function readLeaseCache(
       if (typeof r[k] !== 'number' || !Number.isFinite(r[k])) return undefined;
     }
     if (r.cachePath !== undefined && typeof r.cachePath !== 'string') return undefined;
+    if (r.layout !== undefined && typeof r.layout !== 'string') return undefined;
     return r as LeaseCacheRecord;
   } catch {
     return undefined;

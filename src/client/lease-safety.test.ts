@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CeilingReachedError, defineLayout } from '../id/index.js';
-import { LeaseLostError } from './errors.js';
+import { FloeRequestError, LeaseLostError } from './errors.js';
 import { FloeClient, type FloeClientOptions, type LeaseWorkerOptions } from './floe-client.js';
 import type { LeaseCacheRecord } from './lease-cache.js';
 import { FakeCluster, FakeTime, leaveDeadLock } from './test-doubles.js';
@@ -150,7 +150,47 @@ describe('issue 9 item 2: two live processes never get one lease', () => {
       seen.add(b.next());
     }
     expect(seen.size).toBe(2000);
-    expect(() => l.snowflake('twitter')).toThrow(/one generator per lease/);
+    expect(() => l.snowflake('floe', { onSequenceExhausted: 'borrow' })).toThrow(/one generator per lease/);
+    expect(() => l.snowflake('twitter')).toThrow(/layout this lease was acquired for/);
+  });
+});
+
+describe('review finding R3: one ID layout per app', () => {
+  const fine = defineLayout({
+    name: 'custom-ms',
+    epochMs: Date.UTC(2026, 0, 1),
+    unitMs: 1,
+    timestampBits: 41,
+    datacenterBits: 0,
+    workerBits: 10,
+    sequenceBits: 12,
+  });
+  const tenMs = defineLayout({ ...fine, name: 'custom-10ms', unitMs: 10 });
+
+  it('a later holder of the app with another layout is refused, so it cannot walk into the first holder’s ticks', async () => {
+    const s = setup();
+    const a = await lease(s, s.client, { layout: fine });
+    const gen = a.snowflake();
+    expect(gen.layout.name).toBe('custom-ms');
+    gen.next();
+    await a.release();
+    // Before the pin, B (10 ms ticks, same bits) got the worker with a floor in ms that its layout maps to a tick
+    // below A's ticks, and re-issued all of A's IDs.
+    const err = await lease(s, s.newClient(), { layout: tenMs }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(FloeRequestError);
+    expect((err as FloeRequestError).serverCode).toBe('layout_mismatch');
+    // The app's own layout still leases.
+    const c = await lease(s, s.newClient(), { layout: fine });
+    expect(c.workerId).toBe(a.workerId);
+    await c.release();
+  });
+
+  it('a lease generates only with the layout it was acquired for', async () => {
+    const s = setup();
+    const l = await lease(s, s.client, { layout: fine });
+    expect(() => l.snowflake(tenMs)).toThrow(/layout this lease was acquired for/);
+    expect(() => l.snowflake('twitter')).toThrow(/layout this lease was acquired for/);
+    expect(l.snowflake(fine).layout.name).toBe('custom-ms');
   });
 });
 
@@ -167,7 +207,7 @@ describe('issue 9 item 3: coarse ticks never outlive the deadline', () => {
 
   it('unitMs 1000, TTL 2 s, margin 300 ms: no ID is returned after the deadline, inside a tick', async () => {
     const s = setup();
-    const l = await lease(s, s.client, { ttlMs: 2000, safetyMarginMs: 300 });
+    const l = await lease(s, s.client, { ttlMs: 2000, safetyMarginMs: 300, layout: coarse });
     const gen = l.snowflake(coarse);
     s.cluster.leader = undefined; // no renewal from now on
     const deadline = l.deadlineMono; // 1,700 ms after the acquire was sent at 0
@@ -188,7 +228,7 @@ describe('issue 9 item 3: coarse ticks never outlive the deadline', () => {
   it('after waiting for the next tick, next() checks the deadline again', async () => {
     const tiny = defineLayout({ ...coarse, name: 'tiny', workerBits: 31, sequenceBits: 1 });
     const s = setup();
-    const l = await lease(s, s.client, { ttlMs: 2000, safetyMarginMs: 300 });
+    const l = await lease(s, s.client, { ttlMs: 2000, safetyMarginMs: 300, layout: tiny });
     const gen = l.snowflake(tiny);
     s.cluster.leader = undefined;
     await s.time.advance(300);
@@ -204,7 +244,7 @@ describe('issue 9 item 3: coarse ticks never outlive the deadline', () => {
 
   it('refuses a layout whose tick leaves no time between renewals, naming the option', async () => {
     const s = setup();
-    const l = await lease(s, s.client, { ttlMs: 1000 });
+    const l = await lease(s, s.client, { ttlMs: 1000, layout: coarse });
     expect(() => l.snowflake(coarse)).toThrow(/unitMs/);
   });
 });

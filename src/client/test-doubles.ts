@@ -61,6 +61,8 @@ export class FakeCluster {
   tamper: ((path: string, body: Record<string, unknown>) => Record<string, unknown>) | undefined;
   /** When true, renewals never raise the bound (the reply carries the current one). */
   ignoreBounds = false;
+  /** Per app: the layout fingerprint the first acquire naming one pinned. */
+  readonly layouts = new Map<string, string>();
 
   constructor(readonly hosts: string[]) {
     this.leader = hosts[0];
@@ -117,6 +119,9 @@ export class FakeCluster {
     const app = decodeURIComponent(m[1] as string);
     if (m[2] === 'acquire') {
       const nodeId = String(b.nodeId);
+      const pinned = this.layouts.get(app);
+      if (typeof b.layout === 'string' && pinned !== undefined && pinned !== b.layout)
+        return reply(409, { error: 'layout_mismatch', message: `app ${app} is pinned to ${pinned}` });
       for (const l of this.leases.values()) {
         if (l.live && l.nodeId === nodeId && this.appOf(l) === app) {
           if (l.requestId === b.requestId && l.incarnation === String(b.incarnation ?? ''))
@@ -142,6 +147,7 @@ export class FakeCluster {
         (l as FakeLease & { app: string }).app = app;
         if (typeof b.boundMs === 'number' && b.boundMs > hw) this.highWater.set(key, b.boundMs);
         this.leases.set(key, l);
+        if (typeof b.layout === 'string' && pinned === undefined) this.layouts.set(app, b.layout);
         return this.ok(path, this.grantBody(app, l, false));
       }
       return reply(503, { error: 'pool_exhausted', message: `pool of ${app} is full` });
@@ -209,6 +215,7 @@ export class FakeCluster {
       boundMs: this.highWater.get(`${app}/${l.workerId}`) ?? 0,
       requestId: l.requestId,
       incarnation: l.incarnation,
+      layout: this.layouts.get(app) ?? '',
       retried,
     };
   }

@@ -4,6 +4,7 @@ import {
   DEFAULT_MAX_LEAD_MS,
   type Layout,
   type LayoutSpec,
+  layoutFingerprint,
   resolveLayout,
   type Snowflake,
   type SnowflakeOptions,
@@ -56,6 +57,8 @@ export interface LeaseContext {
 export interface LeaseTuning {
   nodeId: string;
   requestId: string;
+  /** The ID layout the acquire named (pinned per app by the cluster): the only one `snowflake()` accepts. */
+  layout: Layout;
   safetyMarginMs: number;
   boundWindowMs: number;
   renewEveryMs: number;
@@ -115,6 +118,8 @@ export class WorkerLease extends EventEmitter {
   readonly leadMs: number;
   /** True when this lease was resumed from the on-disk cache while the cluster was unreachable. */
   readonly resumedFromCache: boolean;
+  /** The ID layout this lease was acquired for: its generator's layout. */
+  readonly layout: Layout;
 
   private committedBoundMs: number;
   private usedUpToMs: number;
@@ -158,6 +163,7 @@ export class WorkerLease extends EventEmitter {
     this.floorMs = init.floorMs;
     this.leadMs = Math.max(0, Math.ceil(init.floorMs + 1 - ctx.wall.now()));
     this.resumedFromCache = init.resumed ?? false;
+    this.layout = tuning.layout;
     this.committedBoundMs = Math.max(grant.boundMs, init.floorMs);
     this.usedUpToMs = init.usedUpToMs ?? init.floorMs;
     this.deadline = Number.NEGATIVE_INFINITY;
@@ -209,9 +215,21 @@ export class WorkerLease extends EventEmitter {
    * A layout whose tick (plus `maxLeadMs` in borrow mode) is not shorter than TTL - margin - renewal period is refused:
    * the generator stops one tick before the deadline, so such a tick would leave no time to renew.
    */
-  snowflake(layout: Layout | LayoutSpec | string = 'floe', options: LeaseSnowflakeOptions = {}): Snowflake {
+  snowflake(
+    layout: Layout | LayoutSpec | string = this.layout,
+    options: LeaseSnowflakeOptions = {},
+  ): Snowflake {
     if (!this.valid) throw this.lostError();
     const l = resolveLayout(layout);
+    if (layoutFingerprint(l) !== layoutFingerprint(this.layout)) {
+      throw new ClientOptionError(
+        'layout',
+        `the layout this lease was acquired for (${this.layout.name}, ${layoutFingerprint(this.layout)}): the ` +
+          `cluster pins one layout per app, since IDs of two layouts on one worker ID can collide; pass the layout ` +
+          `to leaseWorker({ layout })`,
+        `${l.name} (${layoutFingerprint(l)})`,
+      );
+    }
     const key = JSON.stringify([l, options]);
     if (this.generator !== undefined && !bugOn('client-two-generators')) {
       if (this.generator.key === key) return this.generator.gen;
@@ -477,6 +495,7 @@ export class WorkerLease extends EventEmitter {
       deadlineWallMs,
       savedAtWallMs: this.ctx.wall.now(),
       cachePath: this.tuning.cachePath,
+      layout: layoutFingerprint(this.layout),
     };
     writeLeaseCache(this.tuning.cachePath as string, record, this.ctx.cacheFs, this.ctx.cacheHost);
   }

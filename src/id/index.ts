@@ -22,7 +22,14 @@ export {
   UnknownLayoutError,
   WorkerIdRangeError,
 } from './errors.js';
-export { defineLayout, type FieldOrder, type Layout, type LayoutSpec, MAX_DATE_MS } from './layout.js';
+export {
+  defineLayout,
+  type FieldOrder,
+  type Layout,
+  type LayoutSpec,
+  layoutFingerprint,
+  MAX_DATE_MS,
+} from './layout.js';
 export { IdPermutation, type PermutationOptions } from './permutation.js';
 export {
   DEFAULT_LAYOUT_NAME,

@@ -153,3 +153,12 @@ function checkInt(field: string, value: unknown, min: number, max: number): void
     throw new LayoutError(field, `an integer in [${min}, ${max}]`, value);
   }
 }
+
+/**
+ * What identifies how a layout maps (time, worker, sequence) to an ID: two layouts with the same fingerprint make the
+ * same IDs. The cluster pins one per app (docs/leases.md, "One layout per app"), since floors are kept in
+ * milliseconds and two layouts would map them to different ticks, so IDs of successive holders could collide.
+ */
+export function layoutFingerprint(l: Layout): string {
+  return `e${l.epochMs}/u${l.unitMs}/t${l.timestampBits}/d${l.datacenterBits}/w${l.workerBits}/s${l.sequenceBits}/${l.order}`;
+}

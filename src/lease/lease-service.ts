@@ -85,6 +85,8 @@ export interface AcquireRequest {
   incarnation?: string;
   /** First promise: highest timestamp the holder will use before its first renewal. */
   boundMs?: number;
+  /** The ID layout fingerprint the holder generates with: pinned per app by the first acquire that names one. */
+  layout?: string;
 }
 
 export interface RenewRequest {
@@ -311,6 +313,7 @@ export class LeaseService {
       requestId,
       ...(req.boundMs === undefined ? {} : { boundMs: req.boundMs }),
       ...(req.incarnation === undefined ? {} : { incarnation: req.incarnation }),
+      ...(req.layout === undefined ? {} : { layout: req.layout }),
     });
     const r = (await this.node.propose(cmd)) as LeaseResult;
     this.checkResult(r, 'acquire', {
@@ -318,6 +321,7 @@ export class LeaseService {
       nodeId: req.nodeId,
       requestId,
       incarnation: req.incarnation ?? '',
+      ...(req.layout === undefined ? {} : { layout: req.layout }),
     });
     if (!r.ok || r.op !== 'acquire') return r as LeaseError;
     if (this.leading) {

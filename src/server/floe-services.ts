@@ -50,6 +50,7 @@ export const LEASE_ERROR_STATUS: Record<LeaseError['code'], number> = {
   invalid_argument: 400,
   lease_held: 409,
   pool_busy: 409,
+  layout_mismatch: 409,
   stale_token: 409,
   not_held: 410,
   lease_expired: 410,

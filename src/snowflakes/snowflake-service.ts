@@ -138,6 +138,7 @@ export class SnowflakeService {
         app: key,
         nodeId: this.o.holder,
         ttlMs: info.ttlMs,
+        layout: info.layout,
         ...(this.o.cacheDir
           ? { cachePath: join(this.o.cacheDir, `${encodeURIComponent(key)}.lease.json`) }
           : {}),

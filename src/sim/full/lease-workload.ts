@@ -163,6 +163,7 @@ export class LeaseClientHost {
           app: s.app,
           nodeId: this.serviceId,
           ttlMs: s.ttlMs,
+          layout: s.layout,
           requestId: shared ? `${this.name}-rq` : `${proc.name}-${rng.nextU32().toString(16)}`,
           ...(s.cache ? { cachePath: CLIENT_CACHE_PATH } : {}),
         });

@@ -8,6 +8,7 @@ import {
   MAX_APP_LENGTH,
   MAX_EXPIRE_BATCH,
   MAX_INCARNATION_LENGTH,
+  MAX_LAYOUT_LENGTH,
   MAX_NODE_ID_LENGTH,
   MAX_POOL_BITS,
   MAX_REQUEST_ID_LENGTH,
@@ -79,7 +80,10 @@ export function parseLeaseCommand(v: unknown): LeaseCommand | LeaseError {
         (c.boundMs === undefined || c.boundMs === null ? undefined : checkTimestamp('boundMs', c.boundMs)) ??
         (c.incarnation === undefined || c.incarnation === null
           ? undefined
-          : checkString('incarnation', c.incarnation, MAX_INCARNATION_LENGTH));
+          : checkString('incarnation', c.incarnation, MAX_INCARNATION_LENGTH)) ??
+        (c.layout === undefined || c.layout === null
+          ? undefined
+          : checkString('layout', c.layout, MAX_LAYOUT_LENGTH));
       if (err) return err;
       const cmd: LeaseCommand = {
         op: 'acquire',
@@ -90,6 +94,7 @@ export function parseLeaseCommand(v: unknown): LeaseCommand | LeaseError {
       };
       if (typeof c.boundMs === 'number') cmd.boundMs = c.boundMs;
       if (typeof c.incarnation === 'string') cmd.incarnation = c.incarnation;
+      if (typeof c.layout === 'string') cmd.layout = c.layout;
       return cmd;
     }
     case 'renew': {

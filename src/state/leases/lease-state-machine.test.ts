@@ -116,6 +116,25 @@ describe('acquire', () => {
     );
   });
 
+  it('review finding R3: the first acquire naming a layout pins it for the app; another layout is refused, also after a snapshot', () => {
+    const log = new FakeLog();
+    // Unpinned until an acquire names a layout (raw clients without one are not checked).
+    expect(log.grant('app', 'raw').layout).toBe('');
+    const a = log.grant('app', 'a', { layout: 'e1/u1' });
+    expect(a.layout).toBe('e1/u1');
+    log.run({ op: 'release', app: 'app', workerId: a.workerId, token: a.token, lastTimestampMs: 5 });
+    const other = expectError(log.acquire('app', 'b', { layout: 'e1/u10' }));
+    expect(other.code).toBe('layout_mismatch');
+    expect(other.message).toMatch(/pinned to ID layout e1\/u1; this acquire names e1\/u10/);
+    expect(log.grant('app', 'b', { layout: 'e1/u1' }).layout).toBe('e1/u1');
+    expect(log.grant('other-app', 'b', { layout: 'e1/u10' }).layout).toBe('e1/u10');
+    const next = new FakeLog();
+    next.sm.restore(log.sm.snapshot());
+    next.index = log.index;
+    expect(expectError(next.acquire('app', 'c', { layout: 'e1/u10' })).code).toBe('layout_mismatch');
+    expect(expectError(next.acquire('app', 'c', { layout: '' })).code).toBe('invalid_argument');
+  });
+
   it('validates the incarnation', () => {
     const log = new FakeLog();
     expect(expectError(log.acquire('app', 'n', { incarnation: '' })).message).toMatch(

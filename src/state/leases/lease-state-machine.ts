@@ -22,10 +22,13 @@ import {
   type WorkerInfo,
 } from './types.js';
 
-/** Version 2 added each record's incarnation; version 1 snapshots (without it) still restore. */
-const SNAPSHOT_VERSION = 2;
+/**
+ * Version 2 added each record's incarnation, version 3 each pool's pinned layout; older snapshots still restore
+ * (without incarnations / unpinned).
+ */
+const SNAPSHOT_VERSION = 3;
 /** Fields per worker record in a snapshot's flat array, by snapshot version. */
-const RECORD_FIELDS: Record<number, number> = { 1: 11, 2: 12 };
+const RECORD_FIELDS: Record<number, number> = { 1: 11, 2: 12, 3: 12 };
 
 type SnapshotPool = [
   app: string,
@@ -34,6 +37,7 @@ type SnapshotPool = [
   nextFresh: number,
   records: (number | string)[],
   freeOrder: number[],
+  layout?: string,
 ];
 
 interface SnapshotData {
@@ -127,6 +131,14 @@ export class LeaseStateMachine implements StateMachine<LeaseResult> {
       pool = new Pool(cmd.app, DEFAULT_POOL_BITS, DEFAULT_DATACENTER_BITS);
       this.pools.set(cmd.app, pool);
     }
+    if (cmd.layout !== undefined && pool.layout !== '' && pool.layout !== cmd.layout) {
+      return leaseError(
+        'layout_mismatch',
+        `app ${cmd.app} is pinned to ID layout ${pool.layout}; this acquire names ${cmd.layout}. IDs of two layouts ` +
+          `on one worker ID can collide (floors are in ms, each layout maps them to its own ticks): generate with ` +
+          `the app's layout, or use another app for the new layout`,
+      );
+    }
     const held = pool.liveLeaseOf(cmd.nodeId);
     if (held) {
       // One live lease per nodeId per app. The same requestId from the same process incarnation is
@@ -178,6 +190,7 @@ export class LeaseStateMachine implements StateMachine<LeaseResult> {
       ctx.leaderTimeMs,
       cmd.boundMs,
     );
+    if (cmd.layout !== undefined && pool.layout === '') pool.layout = cmd.layout;
     this.leasedTotal++;
     if (this.listeners.length > 0) {
       this.emit({
@@ -329,6 +342,7 @@ export class LeaseStateMachine implements StateMachine<LeaseResult> {
       boundMs: r.highWaterMs,
       requestId: r.requestId,
       incarnation: r.incarnation,
+      layout: pool.layout,
       retried,
     };
   }
@@ -469,7 +483,7 @@ export class LeaseStateMachine implements StateMachine<LeaseResult> {
         flat[i++] = r.incarnation;
       }
       const freeOrder = [...p.freeRecords()].map((r) => r.workerId);
-      pools.push([p.app, p.bits, p.datacenterBits, p.nextFresh, flat, freeOrder]);
+      pools.push([p.app, p.bits, p.datacenterBits, p.nextFresh, flat, freeOrder, p.layout]);
     }
     const data: SnapshotData = { v: SNAPSHOT_VERSION, applied: this.applied, pools };
     return pack(data);
@@ -487,9 +501,10 @@ export class LeaseStateMachine implements StateMachine<LeaseResult> {
     this.pools.clear();
     this.leasedTotal = 0;
     this.applied = s.applied;
-    for (const [app, bits, datacenterBits, nextFresh, flat, freeOrder] of s.pools) {
+    for (const [app, bits, datacenterBits, nextFresh, flat, freeOrder, layout] of s.pools) {
       const p = new Pool(app, bits, datacenterBits);
       p.nextFresh = nextFresh;
+      p.layout = typeof layout === 'string' ? layout : '';
       for (let i = 0; i < flat.length; i += fields) {
         const r = new WorkerRecord(flat[i] as number);
         r.highWaterMs = flat[i + 1] as number;

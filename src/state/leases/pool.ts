@@ -48,6 +48,8 @@ export class Pool {
   /** Lowest ID that may never have been used; IDs below it all have records. */
   nextFresh = 0;
   leased = 0;
+  /** The ID layout fingerprint the app is pinned to ('' until an acquire names one). */
+  layout = '';
 
   constructor(
     readonly app: string,

@@ -9,6 +9,7 @@ export interface AcquireExtra {
   requestId?: string;
   boundMs?: number;
   incarnation?: string;
+  layout?: string;
 }
 
 /** A replica fed by a fake log: every command gets the next index and a leader time 1 s later. */
@@ -36,6 +37,7 @@ export class FakeLog {
       requestId: extra.requestId ?? `req-${nodeId}`,
       ...(extra.boundMs === undefined ? {} : { boundMs: extra.boundMs }),
       ...(extra.incarnation === undefined ? {} : { incarnation: extra.incarnation }),
+      ...(extra.layout === undefined ? {} : { layout: extra.layout }),
     });
   }
 

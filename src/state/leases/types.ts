@@ -34,6 +34,8 @@ export const MAX_APP_LENGTH = 128;
 export const MAX_NODE_ID_LENGTH = 256;
 export const MAX_REQUEST_ID_LENGTH = 128;
 export const MAX_INCARNATION_LENGTH = 128;
+/** Longest layout fingerprint (`layoutFingerprint` of src/id: six numbers). */
+export const MAX_LAYOUT_LENGTH = 128;
 export const MAX_EXPIRE_BATCH = 1_024;
 
 export const APP_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$/;
@@ -58,6 +60,12 @@ export type LeaseCommand =
       requestId: string;
       boundMs?: number;
       incarnation?: string;
+      /**
+       * The ID layout the holder will generate with (`layoutFingerprint`). The first acquire that names one pins it
+       * for the app; an acquire naming another is refused (`layout_mismatch`): IDs of two layouts on one worker ID
+       * can collide, because floors are in milliseconds and each layout maps them to its own ticks.
+       */
+      layout?: string;
     }
   /** Raises the high-water mark of a live lease. Renewals that raise nothing never reach the log. */
   | { op: 'renew'; app: string; workerId: number; token: number; boundMs: number }
@@ -86,6 +94,8 @@ export type LeaseErrorCode =
   | 'stale_token'
   /** configurePool would change the size or split of a pool that has live leases. */
   | 'pool_busy'
+  /** The acquire names another ID layout than the one the app is pinned to. */
+  | 'layout_mismatch'
   /** (LeaseService only) the leader's deadline for this lease has passed; it is being expired. */
   | 'lease_expired';
 
@@ -130,6 +140,8 @@ export interface AcquireOk extends LeaseGrant {
   requestId: string;
   /** The incarnation the lease was granted to ('' when none was given); echoed for the same reason. */
   incarnation: string;
+  /** The app's pinned layout fingerprint ('' while no acquire has named one). */
+  layout: string;
   /** True when this was the lease the nodeId already held under the same requestId (a retry). */
   retried: boolean;
 }
