@@ -270,6 +270,12 @@ export async function startHttpAdmin(opts: HttpAdminOptions): Promise<FastifyIns
         !(typeof by === 'string' && /^-?\d{1,19}$/.test(by))
       )
         return reply.code(400).send({ error: 'bad_request', message: 'by must be an integer' });
+      // Out of int64 is refused here, not at apply (nothing invalid reaches the log).
+      const big = BigInt(by);
+      if (big > 2n ** 63n - 1n || big < -(2n ** 63n))
+        return reply
+          .code(400)
+          .send({ error: 'bad_request', message: 'by must be an integer in [-2^63, 2^63-1]' });
       try {
         return kvReply(
           reply,

@@ -214,7 +214,6 @@ export function registerFloeApi(
       requestId?: unknown;
       boundMs?: unknown;
       incarnation?: unknown;
-      layout?: unknown;
     };
   }>('/v1/apps/:app/workers/acquire', async (req, reply) => {
     if (!allowed(req, reply, req.params.app, 'acquire')) return reply;
@@ -225,11 +224,6 @@ export function registerFloeApi(
       return reply
         .code(400)
         .send({ error: 'invalid_argument', message: 'incarnation must be a string of 1..128 characters' });
-    if (b.layout !== undefined && typeof b.layout !== 'string')
-      return reply.code(400).send({
-        error: 'invalid_argument',
-        message: 'layout must be a layout fingerprint string of 1..128 characters (see docs/leases.md)',
-      });
     if (b.requestId !== undefined && typeof b.requestId !== 'string')
       return reply
         .code(400)
@@ -255,7 +249,6 @@ export function registerFloeApi(
           requestId: typeof b.requestId === 'string' ? b.requestId : undefined,
           boundMs: optInt(b.boundMs),
           incarnation: b.incarnation,
-          ...(b.layout === undefined ? {} : { layout: b.layout }),
         }),
       );
     } catch (err) {
@@ -383,10 +376,23 @@ export function registerFloeApi(
         error: r.code,
         message: r.message,
       });
+  /**
+   * A user that does not exist, as the leader knows: its state holds every change acknowledged to a
+   * client, so refusing here instead of at apply keeps the entry out of the log (issue 15 item 2).
+   * Followers propose nothing (they redirect), so they do not check.
+   */
+  const missingUser = (user: string): boolean => node.isLeader && auth.passwordOf(user) === undefined;
+  const noSuchUser = (reply: FastifyReply, user: string) =>
+    authFail(reply, {
+      ok: false,
+      code: 'no_such_user',
+      message: `user ${JSON.stringify(user)} does not exist`,
+    });
   const propose = async (reply: FastifyReply, cmd: Uint8Array, path: string) => {
     // Nothing invalid reaches the log: the same complete check apply runs, before proposing.
     const checked = decodeAuthCommand(cmd);
     if ('ok' in checked) return authFail(reply, checked);
+    if (checked.op !== 'userAdd' && missingUser(checked.user)) return noSuchUser(reply, checked.user);
     try {
       const r = (await node.propose(cmd)) as { ok: boolean; code?: string; message?: string };
       if (!r.ok) return authFail(reply, r as { ok: false; code: string; message: string });
@@ -446,6 +452,8 @@ export function registerFloeApi(
       if (typeof req.body?.password !== 'string')
         return reply.code(400).send({ error: 'invalid_argument', message: 'password must be a string' });
       if (!node.isLeader) return fail(reply, new NotLeaderError(node.id, node.leaderHint()), req.url);
+      // Before hashing: a missing user costs no scrypt run and no log entry.
+      if (missingUser(req.params.user)) return noSuchUser(reply, req.params.user);
       let cmd: Uint8Array;
       try {
         cmd = await userSetPasswordCommand(req.params.user, req.body.password);

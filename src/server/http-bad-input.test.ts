@@ -78,6 +78,20 @@ describe('HTTP bad input (issue 15 item 4)', () => {
     expect((await send(base, 'POST', '/v1/counters/c/incr')).status).toBe(200);
   });
 
+  it('INCR by a number outside int64 answers 400 and proposes nothing', async () => {
+    const { base, lastIndex } = await singleNode();
+    const before = lastIndex();
+    for (const by of ['9999999999999999999', '-9999999999999999999', '9223372036854775808']) {
+      const r = await send(base, 'POST', '/v1/counters/c/incr', JSON.stringify({ by }));
+      expect(r.status, by).toBe(400);
+      expect(r.body.message).toBe('by must be an integer in [-2^63, 2^63-1]');
+    }
+    expect(lastIndex()).toBe(before);
+    expect((await send(base, 'POST', '/v1/counters/c/incr', '{"by":"9223372036854775807"}')).status).toBe(
+      200,
+    );
+  });
+
   it('an empty key on GET and write routes answers 400 naming the parameter', async () => {
     const { base, lastIndex } = await singleNode();
     const before = lastIndex();

@@ -1,7 +1,7 @@
 /**
- * Issue 15 item 2 for leases: a request the lease state would refuse is answered 400 naming the
- * field, and nothing reaches the log (the fuzzer found pool bits 64, ttlMs [], token -1 committed
- * and refused only at apply).
+ * Issue 15 item 2 for leases and users: a request the state would refuse is answered 4xx naming
+ * the problem, and nothing reaches the log (the fuzzer found pool bits 64, ttlMs [], token -1, and
+ * commands for missing users committed and refused only at apply).
  */
 import type { FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -91,6 +91,27 @@ describe('lease requests are checked completely before they are proposed', () =>
     // A valid acquire still goes through.
     expect((await call(base, 'POST', '/v1/apps/a/workers/acquire', { nodeId: 'n' })).status).toBe(200);
     expect(lastIndex()).toBe(before + 1);
+  });
+
+  it('a command for a user that does not exist is refused on the leader before it is proposed', async () => {
+    const { base, lastIndex } = await singleNode();
+    const before = lastIndex();
+    const cases: [string, string, unknown][] = [
+      ['DELETE', '/v1/users/nobody', undefined],
+      ['PUT', '/v1/users/nobody/password', { password: 'a-long-enough-password' }],
+      ['POST', '/v1/users/nobody/grants', { app: 'x', permissions: ['read'] }],
+      ['POST', '/v1/users/nobody/revoke', { app: 'x' }],
+    ];
+    for (const [method, path, body] of cases) {
+      const res = await fetch(base + path, {
+        method,
+        headers: body === undefined ? {} : { 'content-type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+      expect(res.status, `${method} ${path}`).toBe(404);
+      expect(await res.json()).toEqual({ error: 'no_such_user', message: 'user "nobody" does not exist' });
+    }
+    expect(lastIndex()).toBe(before);
   });
 
   it('fills the fields the service supplies with in-range placeholders', () => {
