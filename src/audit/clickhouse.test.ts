@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ClickHouseProcess, clickhouseServerAvailable, startClickHouse } from './clickhouse-process.js';
 import { ClickHouseAuditSink } from './clickhouse-sink.js';
 import { type AuditEvent, auditEventToRow } from './events.js';
-import { type AuditAlarm, type AuditMode, type AuditPipeline, createAuditPipeline } from './pipeline.js';
+import { type AuditAlarm, type AuditMode, createAuditPipeline } from './pipeline.js';
 import { listSpillFiles, SpillStore } from './spill.js';
 
 const have = clickhouseServerAvailable();
@@ -42,21 +42,6 @@ const ev = (i: number): AuditEvent =>
         last: i * 1000 + 999,
         count: 1000,
       };
-
-/** Resolves once the pipeline is in `direct` mode with nothing left in its spill. */
-function caughtUp(p: AuditPipeline): Promise<void> {
-  return new Promise((resolve) => {
-    const check = () => {
-      const s = p.stats();
-      if (s.mode === 'direct' && s.spillBytes === 0) {
-        p.off('mode', check);
-        resolve();
-      }
-    };
-    p.on('mode', check);
-    check();
-  });
-}
 
 describe.skipIf(!have)('audit pipeline with a real ClickHouse 18.16', () => {
   let ch: ClickHouseProcess;
@@ -118,7 +103,7 @@ describe.skipIf(!have)('audit pipeline with a real ClickHouse 18.16', () => {
       });
       await Promise.all([producing, killed]);
       await p.flush();
-      await caughtUp(p);
+      await p.settled();
       await p.flush();
       const st = p.stats();
       const distinct = await sink.countDistinct();
@@ -181,7 +166,7 @@ describe.skipIf(!have)('audit pipeline with a real ClickHouse 18.16', () => {
     expect(st.dropped).toBeGreaterThan(0);
     expect(st.spilled + st.dropped).toBe(total);
     await ch.restart();
-    await caughtUp(p);
+    await p.settled();
     expect(await sink.countDistinct()).toBe(BigInt(st.spilled));
     expect(await sink.countFinal()).toBe(BigInt(st.spilled));
     expect(p.stats().spillFull).toBe(false);
@@ -216,7 +201,7 @@ describe.skipIf(!have)('audit pipeline with a real ClickHouse 18.16', () => {
       logger: quiet,
     });
     p.on('alarm', (a) => alarms.push(a));
-    await caughtUp(p);
+    await p.settled();
     const corrupt = alarms.filter((a) => a.kind === 'corrupt_spill');
     expect(corrupt).toHaveLength(1);
     expect(corrupt[0]).toMatchObject({ file: bad, offset: second.offset });

@@ -151,6 +151,10 @@ export class AuditEventError extends Error {
 const U64_MAX = (1n << 64n) - 1n;
 
 function u64(type: string, field: string, v: unknown): string {
+  // Fast paths (no BigInt): a non-negative safe integer, a short decimal string.
+  if (typeof v === 'number' && v >= 0 && Number.isSafeInteger(v)) return String(v);
+  if (typeof v === 'string' && v.length < 20 && /^[0-9]+$/.test(v))
+    return v.length > 1 && v[0] === '0' ? String(BigInt(v)) : v;
   let b: bigint;
   if (typeof v === 'bigint') b = v;
   else if (typeof v === 'number' && Number.isSafeInteger(v)) b = BigInt(v);

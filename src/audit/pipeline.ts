@@ -97,6 +97,11 @@ export interface AuditPipeline {
   readonly sink: { record(event: Record<string, unknown>): void };
   /** Resolves once every event emitted before the call is in ClickHouse or fsynced in the spill. */
   flush(): Promise<void>;
+  /**
+   * Flush, then (with ClickHouse) wait until nothing is left in memory or in the spill and inserts go
+   * straight to ClickHouse again. Waits as long as ClickHouse is down: bound it with a timeout.
+   */
+  settled(): Promise<void>;
   /** Flush, stop the background writer, close files and the ClickHouse client. */
   close(): Promise<void>;
   stats(): AuditStats;
@@ -291,12 +296,16 @@ export async function createAuditPipeline(o: AuditPipelineOptions): Promise<Audi
   };
 
   let flushRequested = false;
+  let inflight: Promise<void> = Promise.resolve();
   const pump = async () => {
     for (;;) {
       if (!closing && !flushRequested) {
         const untilProbe = mode === 'spilling' ? Math.max(1, nextRetryAt - Date.now()) : flushIntervalMs;
         await channel.wait(batchSize, Math.min(flushIntervalMs, untilProbe));
       }
+      // One INSERT may be in flight while the next batch is serialised; anything that looks at the
+      // mode or the spill waits for it first.
+      if (mode !== 'direct' || spill.hasData()) await inflight;
       if (mode === 'spilling' && ch && Date.now() >= nextRetryAt) {
         let up = false;
         try {
@@ -305,23 +314,35 @@ export async function createAuditPipeline(o: AuditPipelineOptions): Promise<Audi
         if (up) setMode('replaying');
         else failed(new Error(s.lastError ?? 'ClickHouse ping failed'));
       }
+      // Overflow (channel full) writes to the spill in any mode: once the channel is back under half
+      // its bound, ship that too (direct mode does not look at the spill otherwise).
+      if (mode === 'direct' && spill.hasData() && channel.size <= channel.maxQueued / 2) setMode('replaying');
       if (mode === 'replaying') await replay();
       const evs = channel.take(batchSize);
       if (evs.length > 0) {
         const lines = toLines(evs);
+        await inflight; // its failure switches the mode, and this batch then spills too
         if (mode === 'direct' && ch && lines.length > 0) {
-          try {
-            await ch.insertPayload(`${lines.join('\n')}\n`, lines.length);
-            s.inserted += lines.length;
-          } catch (err) {
-            failed(err);
-            await spillLines(lines);
-          }
-        } else await spillLines(lines);
-        processed += evs.length;
-        checkSpillRoom();
+          const sink = ch;
+          inflight = (async () => {
+            try {
+              await sink.insertPayload(`${lines.join('\n')}\n`, lines.length);
+              s.inserted += lines.length;
+            } catch (err) {
+              failed(err);
+              await spillLines(lines);
+            }
+            processed += evs.length;
+            checkSpillRoom();
+          })();
+        } else {
+          await spillLines(lines);
+          processed += evs.length;
+          checkSpillRoom();
+        }
       }
       if (channel.size === 0) {
+        await inflight;
         flushRequested = false;
         if (flushWaiters.length > 0) {
           await spill.sync();
@@ -381,6 +402,20 @@ export async function createAuditPipeline(o: AuditPipelineOptions): Promise<Audi
       },
     },
     flush,
+    settled: async () => {
+      await flush();
+      if (!ch) return;
+      await new Promise<void>((resolve) => {
+        const check = () => {
+          if (mode === 'direct' && !spill.hasData()) {
+            events.off('mode', check);
+            resolve();
+          }
+        };
+        events.on('mode', check);
+        check();
+      });
+    },
     close: async () => {
       closing = true;
       channel.wake();
