@@ -89,7 +89,7 @@ function mulberry32(seed: number): () => number {
   };
 }
 
-class Rng {
+export class Rng {
   private readonly next: () => number;
   constructor(seed: number) {
     this.next = mulberry32(seed);
@@ -122,7 +122,7 @@ interface HttpResponse {
 }
 
 /** Parse every complete response in `buf` (Content-Length or chunked bodies). */
-function parseResponses(buf: Buffer): HttpResponse[] {
+export function parseResponses(buf: Buffer): HttpResponse[] {
   const out: HttpResponse[] = [];
   let pos = 0;
   while (pos < buf.length) {
@@ -167,7 +167,7 @@ function parseResponses(buf: Buffer): HttpResponse[] {
 }
 
 /** Send bytes on a fresh connection, half-close, read until the server closes (or `limitMs`). */
-function exchange(
+export function exchange(
   port: number,
   bytes: Buffer,
   opts: { localAddress?: string; limitMs?: number; halfClose?: boolean } = {},
@@ -511,7 +511,7 @@ function bodyCase(r: Rng, auth: string): Case {
   };
 }
 
-function httpCase(r: Rng, adminAuth: string): Case {
+export function httpCase(r: Rng, adminAuth: string): Case {
   const roll = r.int(100);
   if (roll < 12) {
     // Authentication attacks, from another address so their back-off never touches the admin.
