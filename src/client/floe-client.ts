@@ -192,7 +192,8 @@ export class FloeClient {
    */
   async leaseWorker(o: LeaseWorkerOptions): Promise<WorkerLease> {
     const ttlMs = inRange('ttlMs', o.ttlMs ?? 10_000, 1000, 3_600_000);
-    // The margin covers clock-rate differences and timer delays: 1 % of the TTL (20 x the worst NTP slew) + 50 ms.
+    // The margin covers clock-rate differences and timer delays: TTL/10 + 100 ms by default (a 10 % rate gap, see
+    // decision 0002); never below TTL/100 + 50 ms (20 x the worst NTP slew, plus timer delay) nor above TTL/2.
     const safetyMarginMs = inRange(
       'safetyMarginMs',
       o.safetyMarginMs ?? Math.floor(ttlMs / 10) + 100,

@@ -14,7 +14,19 @@ export function leaseNodeOf<R>(node: FloeNode<R>): LeaseNode {
     linearizableRead: () => node.linearizableRead(),
     isLeader: () => node.isLeader && node.stopped === undefined,
     onRoleChange: (cb) => {
-      const onRole = (role: Role) => cb(role === 'leader');
+      // A leadership in a later term is a new one, even without a step down in between: report the end of the old.
+      let leaderTerm: number | undefined;
+      const onRole = (role: Role) => {
+        if (role !== 'leader') {
+          leaderTerm = undefined;
+          cb(false);
+          return;
+        }
+        const term = node.status().term;
+        if (leaderTerm !== undefined && leaderTerm !== term) cb(false);
+        leaderTerm = term;
+        cb(true);
+      };
       const onStopped = () => cb(false);
       node.on('role', onRole);
       node.on('stopped', onStopped);

@@ -153,6 +153,8 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
   private snapshotIndex = 0;
   private role: Role = 'follower';
   private lead: NodeId = NONE;
+  /** The term of the leadership last reported by a 'role' event (leader only). */
+  private roleTerm = 0;
   private persistedTerm = 0;
   private persistedVote: NodeId = NONE;
   private seq = 0;
@@ -961,7 +963,11 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
   }
 
   private onSoftState(role: Role, lead: NodeId): void {
-    const changed = role !== this.role || lead !== this.lead;
+    // A leader that is leader again in a later term (never seen in one Ready today, but possible in principle) is a
+    // new leadership: listeners such as the lease service must start their deadlines anew (review finding, class B).
+    const newTerm = role === 'leader' && this.raw.term !== this.roleTerm;
+    const changed = role !== this.role || lead !== this.lead || newTerm;
+    if (role === 'leader') this.roleTerm = this.raw.term;
     if (lead !== this.lead) this.stats.leaderChanges++;
     this.role = role;
     this.lead = lead;
