@@ -621,6 +621,15 @@ function respCase(r: Rng): { desc: string; bytes: Buffer } {
         resp('WORKER.ACQUIRE', 'a'),
         resp('WORKER.RENEW', 'a', 'x', 'y'),
         resp('WORKER.RELEASE', 'a', '1.5', '1'),
+        // Right arity, values the lease state refuses: must not reach the log either.
+        resp('WORKER.ACQUIRE', 'fuzzapp1', 'n', 'TTL', '5'),
+        resp('WORKER.ACQUIRE', 'fuzzapp1', 'n', 'TTL', '99999999999'),
+        resp('WORKER.ACQUIRE', 'fuzzapp1', 'n', 'INCARNATION', 'i'.repeat(500)),
+        resp('WORKER.ACQUIRE', 'fuzzapp1', 'n', 'REQID', 'r'.repeat(500)),
+        resp('WORKER.ACQUIRE', '-bad', 'n'),
+        resp('WORKER.ACQUIRE', 'fuzzapp1', 'x'.repeat(300)),
+        resp('WORKER.RENEW', 'fuzzapp1', '99999999', '1'),
+        resp('WORKER.RELEASE', 'fuzzapp1', '0', '0'),
         resp('SNOWFLAKE.NEXT'),
         resp('SNOWFLAKE.CREATE'),
       ]);
