@@ -47,6 +47,9 @@ describe('floe audit (usage errors, no server needed)', () => {
     );
     expect(c.code).toBe(2);
     expect(c.stderr).toMatch(/--batch-size must be an integer in \[1, 1000000\]/);
+    const d = await run('audit', 'replay', '--dir', '/nonexistent-floe-audit', '--to', 'http://127.0.0.1:1');
+    expect(d.code).toBe(2);
+    expect(d.stderr).toMatch(/--dir \/nonexistent-floe-audit is not a directory/);
   });
 });
 

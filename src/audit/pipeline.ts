@@ -264,6 +264,7 @@ export async function createAuditPipeline(o: AuditPipelineOptions): Promise<Audi
         return true;
       }
       for (const file of files) {
+        if (closing) return false; // the rest stays on disk for the next start or `floe audit replay`
         const content = await spill.read(file);
         let r: ReplayFileResult;
         try {

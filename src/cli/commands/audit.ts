@@ -1,3 +1,4 @@
+import { existsSync, statSync } from 'node:fs';
 import { Command } from 'commander';
 import { ClickHouseAuditSink } from '../../audit/clickhouse-sink.js';
 import { corruptionMessage, insertSpillContent } from '../../audit/replay.js';
@@ -77,6 +78,8 @@ export function auditCommand(io: CliIO): Command {
       .option('--batch-size <n>', 'rows per INSERT', '10000'),
   ).action(async (o: ChOptions & { dir: string; to: string; batchSize: string }) => {
     const batchSize = parseIntOption('--batch-size', o.batchSize, 1, 1_000_000);
+    if (!existsSync(o.dir) || !statSync(o.dir).isDirectory())
+      throw new UsageError(`--dir ${o.dir} is not a directory`);
     const sink = sinkFor(io, o.to, o);
     const store = new SpillStore({ dir: o.dir });
     try {
