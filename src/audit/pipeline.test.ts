@@ -105,6 +105,20 @@ describe('audit pipeline, embedded default (no ClickHouse)', () => {
     });
   });
 
+  it('one pipeline per directory; emit after close is counted as dropped, not queued for no one', async () => {
+    const dir = tmp();
+    const p = await createAuditPipeline({ spillDir: dir, logger: quiet });
+    await expect(createAuditPipeline({ spillDir: dir, logger: quiet })).rejects.toThrow(
+      new RegExp(`locked by live process ${process.pid}`),
+    );
+    p.emit(ev(1));
+    await p.close();
+    expect(() => p.emit(ev(2))).not.toThrow();
+    expect(p.stats()).toMatchObject({ emitted: 1, spilled: 1, dropped: 1 });
+    const again = await createAuditPipeline({ spillDir: dir, logger: quiet }); // lock released
+    await again.close();
+  });
+
   it('a malformed event raises an alarm and never reaches the caller', async () => {
     const dir = tmp();
     const p = await createAuditPipeline({ spillDir: dir, logger: quiet });

@@ -365,7 +365,19 @@ export async function createAuditPipeline(o: AuditPipelineOptions): Promise<Audi
     alarm({ kind: 'spill_error', message: `audit pipeline stopped on an unexpected error: ${String(err)}` });
   });
 
-  const emit = (e: AuditEvent) => channel.emit(e);
+  let closed = false;
+  const emit = (e: AuditEvent) => {
+    if (!closed) {
+      channel.emit(e);
+      return;
+    }
+    // Nothing drains the channel any more: count it, loudly, rather than queue it for no one.
+    s.dropped++;
+    if (s.dropped === 1 || Date.now() - lastDropLogMs >= 10_000) {
+      lastDropLogMs = Date.now();
+      log.error({ dropped: s.dropped }, 'audit event emitted after close(): dropped');
+    }
+  };
 
   const stats = (): AuditStats => ({
     mode,
@@ -418,9 +430,11 @@ export async function createAuditPipeline(o: AuditPipelineOptions): Promise<Audi
       });
     },
     close: async () => {
+      if (closed) return;
       closing = true;
       channel.wake();
       await running;
+      closed = true;
       await spill.close();
       await ch?.close();
     },
