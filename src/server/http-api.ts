@@ -214,6 +214,7 @@ export function registerFloeApi(
       requestId?: unknown;
       boundMs?: unknown;
       incarnation?: unknown;
+      layout?: unknown;
     };
   }>('/v1/apps/:app/workers/acquire', async (req, reply) => {
     if (!allowed(req, reply, req.params.app, 'acquire')) return reply;
@@ -224,6 +225,11 @@ export function registerFloeApi(
       return reply
         .code(400)
         .send({ error: 'invalid_argument', message: 'incarnation must be a string of 1..128 characters' });
+    if (b.layout !== undefined && typeof b.layout !== 'string')
+      return reply.code(400).send({
+        error: 'invalid_argument',
+        message: 'layout must be a layout fingerprint string of 1..128 characters (see docs/leases.md)',
+      });
     if (b.requestId !== undefined && typeof b.requestId !== 'string')
       return reply
         .code(400)
@@ -237,6 +243,7 @@ export function registerFloeApi(
         requestId: b.requestId,
         boundMs: optInt(b.boundMs),
         incarnation: b.incarnation,
+        layout: b.layout,
       })
     )
       return reply;
@@ -249,6 +256,7 @@ export function registerFloeApi(
           requestId: typeof b.requestId === 'string' ? b.requestId : undefined,
           boundMs: optInt(b.boundMs),
           incarnation: b.incarnation,
+          ...(b.layout === undefined ? {} : { layout: b.layout }),
         }),
       );
     } catch (err) {

@@ -14,6 +14,7 @@ export type LeasePrecheck =
       requestId?: unknown;
       boundMs?: unknown;
       incarnation?: unknown;
+      layout?: unknown;
     }
   | { op: 'renew'; app: unknown; workerId: unknown; token: unknown; boundMs?: unknown }
   | { op: 'release'; app: unknown; workerId: unknown; token: unknown; lastTimestampMs?: unknown }
