@@ -1,4 +1,5 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
+import type { TlsOptions } from 'node:tls';
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import { Counter, collectDefaultMetrics, Gauge, Registry } from 'prom-client';
 import { NotLeaderError } from '../node/errors.js';
@@ -44,6 +45,11 @@ export interface HttpAdminOptions {
   /** Timeouts and connection limits (see http-limits.ts); default: `floe serve`'s flags, then built-in defaults. */
   limits?: Partial<HttpLimits>;
   logger?: boolean;
+  /**
+   * HTTPS: certificate, key, CA and client-certificate policy as `tls.createServer` takes them
+   * (docs/tls.md). Default: plain HTTP. Reload with `app.server.setSecureContext(...)`.
+   */
+  tls?: TlsOptions;
 }
 
 export type { ErrorBody };
@@ -62,7 +68,7 @@ export async function startHttpAdmin(opts: HttpAdminOptions): Promise<FastifyIns
   const app = Fastify({
     logger: opts.logger ?? false,
     bodyLimit: opts.bodyLimit ?? limits.bodyLimitBytes,
-    serverFactory: limitedServerFactory(limits, limitLogger),
+    serverFactory: limitedServerFactory(limits, limitLogger, opts.tls),
     clientErrorHandler: httpClientErrorHandler(limits),
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
   });

@@ -1,5 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
+import type { TlsOptions } from 'node:tls';
 
 /**
  * Timeouts and connection limits of the HTTP listener (issue 15 item 6). A slow client (headers or
@@ -124,37 +126,44 @@ const REFUSE_GRACE_MS = 2000;
 export function limitedServerFactory(
   limits: HttpLimits,
   logger?: LimitLogger,
+  tls?: TlsOptions,
 ): (handler: (req: IncomingMessage, res: ServerResponse) => void) => Server {
   return (handler) => {
-    const server = createServer(
-      {
-        headersTimeout: limits.headersTimeoutMs,
-        requestTimeout: limits.requestTimeoutMs,
-        keepAliveTimeout: limits.keepAliveTimeoutMs,
-        // How often Node checks the two timeouts above: a slow client is cut within this much after them.
-        connectionsCheckingInterval: Math.max(25, Math.min(1000, Math.floor(limits.headersTimeoutMs / 4))),
-      },
-      (req, res) => {
-        const sock = req.socket;
-        let f = inflight.get(sock);
-        if (!f) {
-          f = { n: 0, idle: [] };
-          inflight.set(sock, f);
-        }
-        const entry = f;
-        entry.n++;
-        let done = false;
-        const finished = () => {
-          if (done) return;
-          done = true;
-          entry.n--;
-          if (entry.n === 0) for (const cb of entry.idle.splice(0)) cb();
-        };
-        res.once('finish', finished);
-        res.once('close', finished);
-        handler(req, res);
-      },
-    );
+    const options = {
+      headersTimeout: limits.headersTimeoutMs,
+      requestTimeout: limits.requestTimeoutMs,
+      keepAliveTimeout: limits.keepAliveTimeoutMs,
+      // How often Node checks the two timeouts above: a slow client is cut within this much after them.
+      connectionsCheckingInterval: Math.max(25, Math.min(1000, Math.floor(limits.headersTimeoutMs / 4))),
+    };
+    // HTTPS (docs/tls.md): the TLS handshake must finish within the header timeout too.
+    const make = (h: (req: IncomingMessage, res: ServerResponse) => void): Server =>
+      tls
+        ? (createHttpsServer(
+            { ...options, ...tls, handshakeTimeout: limits.headersTimeoutMs },
+            h,
+          ) as unknown as Server)
+        : createServer(options, h);
+    const server = make((req, res) => {
+      const sock = req.socket;
+      let f = inflight.get(sock);
+      if (!f) {
+        f = { n: 0, idle: [] };
+        inflight.set(sock, f);
+      }
+      const entry = f;
+      entry.n++;
+      let done = false;
+      const finished = () => {
+        if (done) return;
+        done = true;
+        entry.n--;
+        if (entry.n === 0) for (const cb of entry.idle.splice(0)) cb();
+      };
+      res.once('finish', finished);
+      res.once('close', finished);
+      handler(req, res);
+    });
     server.setTimeout(limits.idleTimeoutMs);
     const gate: Gate = {
       stats: { open: 0, refused: 0, maxPerAddress: 0, timedOut: 0 },
@@ -186,7 +195,8 @@ export function limitedServerFactory(
           unlogged = 0;
         } else unlogged++;
         socket.on('error', () => {});
-        if (refusing >= 1024) {
+        // Over TLS nothing readable can be written before the handshake: the refusal is a close.
+        if (refusing >= 1024 || tls) {
           socket.destroy(); // a flood of refusals must not hold sockets for the grace period
           return;
         }
