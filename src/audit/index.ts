@@ -1,6 +1,7 @@
 /** The audit trail (issue 12): events, channel, ClickHouse sink, spill, pipeline (docs/audit.md). */
 export { AuditChannel, type AuditChannelOptions } from './channel.js';
 export { type ClickHouseAuditOptions, ClickHouseAuditSink } from './clickhouse-sink.js';
+export { ClusterAuditor, type ClusterAuditorOptions, type ClusterAuditorStats } from './cluster-auditor.js';
 export * from './events.js';
 export { registerAuditMetrics } from './metrics.js';
 export {

@@ -39,6 +39,11 @@ export interface ServeConfig {
    */
   seqAutoCreate: boolean;
   logLevel: string;
+  /**
+   * The audit trail (docs/audit.md): ClickHouse to write to, or undefined for the embedded default (CRC-framed files
+   * under `<dataDir>/audit`, shipped later with `floe audit replay`).
+   */
+  audit: { clickhouse?: { url: string; user?: string; password?: string; database?: string } };
 }
 
 export class ConfigError extends Error {
@@ -168,5 +173,36 @@ export function resolveServeConfig(
     snapshotTrailing: num('snapshotTrailing', DEFAULTS.snapshotTrailing, 0),
     seqAutoCreate: bool('seqAutoCreate', pick('seqAutoCreate')),
     logLevel: String(pick('logLevel') ?? env.FLOE_LOG_LEVEL ?? DEFAULTS.logLevel),
+    audit: auditConfig(
+      (k) =>
+        (flags as Record<string, unknown>)[k] ??
+        (file as Record<string, unknown>)[k] ??
+        (k === 'auditPassword' ? env.FLOE_AUDIT_PASSWORD : undefined),
+    ),
   };
+}
+
+function auditConfig(pick: (k: string) => unknown): ServeConfig['audit'] {
+  const url = pick('auditClickhouse');
+  const others = ['auditUser', 'auditPassword', 'auditDatabase'].filter((k) => pick(k) !== undefined);
+  if (url === undefined) {
+    if (others.length > 0)
+      throw new ConfigError(`${others[0]} needs auditClickhouse (--audit-clickhouse URL)`);
+    return {};
+  }
+  const u = String(url);
+  let parsed: URL;
+  try {
+    parsed = new URL(u);
+  } catch {
+    throw new ConfigError(
+      `auditClickhouse must be an http(s) URL such as http://127.0.0.1:8123 (got "${u}")`,
+    );
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')
+    throw new ConfigError(
+      `auditClickhouse must be an http(s) URL such as http://127.0.0.1:8123 (got "${u}")`,
+    );
+  const opt = (k: string) => (pick(k) === undefined ? {} : { [k.slice(5).toLowerCase()]: String(pick(k)) });
+  return { clickhouse: { url: u, ...opt('auditUser'), ...opt('auditPassword'), ...opt('auditDatabase') } };
 }

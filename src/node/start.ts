@@ -2,6 +2,7 @@ import { randomBytes, randomInt } from 'node:crypto';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { pino } from 'pino';
+import { type AuditPipeline, ClusterAuditor, createAuditPipeline } from '../audit/index.js';
 import { FloeClient } from '../client/floe-client.js';
 import { leaseNodeOf } from '../lease/floe-node-adapter.js';
 import { LeaseService } from '../lease/lease-service.js';
@@ -27,6 +28,8 @@ export interface RunningNode {
   leases: LeaseService;
   sequences: SequenceService;
   snowflakes: SnowflakeService;
+  /** The audit trail: cluster events go here (docs/audit.md); applications may emit their own. */
+  audit: AuditPipeline;
   /**
    * Strategies and plugins on this node (docs/strategies.md): register business types over the
    * node's services, e.g. `ids.register('order-no', nodeSequenceStrategy(sequences, 'orders'))`.
@@ -96,6 +99,21 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
     state: state.leases,
     onError: (what, err) => logger.warn({ err: String(err) }, what),
   });
+  // The audit trail: the leader writes every applied lease and segment event (docs/audit.md). Subscribed before the
+  // node starts, so entries replayed at start produce their events too (a new leader re-emits what it remembers).
+  const audit = await createAuditPipeline({
+    ...(config.audit.clickhouse ? { clickhouse: config.audit.clickhouse } : {}),
+    spillDir: join(config.dataDir, 'audit'),
+    logger: logger.child({ component: 'audit' }),
+  });
+  const auditor = new ClusterAuditor({
+    audit,
+    leases: state.leases,
+    sequences: state.sequences,
+    onRoleChange: leaseNodeOf(node).onRoleChange,
+    isLeader: () => node.isLeader,
+    cluster: config.clusterId,
+  });
   const sequences = new SequenceService({
     node: sequenceNodeOf(node),
     state: state.sequences,
@@ -147,7 +165,9 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
   } catch (err) {
     leases.close();
     sequences.close();
+    auditor.close();
     await http?.close();
+    await audit.close();
     await transport.close();
     await storage.close();
     throw err;
@@ -184,6 +204,7 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
     leases,
     sequences,
     snowflakes,
+    audit,
     ids: new IdGenerator<bigint>({ logger }),
     transport,
     config,
@@ -199,6 +220,9 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
         await node.stop(reason);
         await resp.close();
         await http!.close();
+        auditor.close();
+        // Everything emitted is in ClickHouse or fsynced in the spill before the process may exit.
+        await audit.close();
         logger.info({ reason }, 'floe node stopped');
       })();
       return closing;

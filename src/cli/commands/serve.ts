@@ -20,6 +20,10 @@ interface ServeFlags {
   snapshotEvery?: string;
   snapshotTrailing?: string;
   seqAutoCreate?: boolean;
+  auditClickhouse?: string;
+  auditUser?: string;
+  auditPassword?: string;
+  auditDatabase?: string;
   logLevel?: string;
   config?: string;
 }
@@ -61,6 +65,16 @@ export function serveCommand(io: CliIO): Command {
       '--seq-auto-create',
       'INCR on a missing sequence creates it (start 1, step 1000, strict); off by default',
     )
+    .option(
+      '--audit-clickhouse <url>',
+      'write the audit trail to this ClickHouse (http://host:8123); default: files under <data-dir>/audit',
+    )
+    .option('--audit-user <user>', 'ClickHouse user for the audit trail')
+    .option(
+      '--audit-password <password>',
+      'ClickHouse password for the audit trail (default $FLOE_AUDIT_PASSWORD)',
+    )
+    .option('--audit-database <db>', 'ClickHouse database for the audit trail (default default)')
     .option('--log-level <level>', 'trace, debug, info, warn, error (default info or $FLOE_LOG_LEVEL)')
     .option('--config <file>', 'JSON file with the same settings in camelCase (nodeId, dataDir, ...)')
     .action(async (allFlags: ServeFlags & Record<string, unknown>) => {

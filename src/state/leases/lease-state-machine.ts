@@ -223,6 +223,7 @@ export class LeaseStateMachine implements StateMachine<LeaseResult> {
         token: r.token,
         boundMs: r.highWaterMs,
         index: ctx.index,
+        leaderTimeMs: ctx.leaderTimeMs,
       });
     }
     return {

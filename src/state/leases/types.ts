@@ -244,7 +244,15 @@ export type LeaseEvent =
       index: number;
       leaderTimeMs: number;
     }
-  | { type: 'renewed'; app: string; workerId: number; token: number; boundMs: number; index: number }
+  | {
+      type: 'renewed';
+      app: string;
+      workerId: number;
+      token: number;
+      boundMs: number;
+      index: number;
+      leaderTimeMs: number;
+    }
   | {
       type: 'released' | 'expired';
       app: string;

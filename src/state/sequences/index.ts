@@ -8,5 +8,5 @@ export {
   parseSequenceCommand,
   sequenceError,
 } from './codec.js';
-export { SequenceStateMachine } from './sequence-state-machine.js';
+export { type SegmentAllocated, SequenceStateMachine } from './sequence-state-machine.js';
 export * from './types.js';

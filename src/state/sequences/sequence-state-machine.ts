@@ -38,12 +38,23 @@ interface SnapshotData {
   tombs: [key: string, next: string][];
 }
 
+/** An applied allocation: the segment [start, end) of `key` went to `owner`, by the entry at `index`. */
+export interface SegmentAllocated {
+  key: string;
+  owner: string;
+  start: string;
+  end: string;
+  index: number;
+  leaderTimeMs: number;
+}
+
 /**
  * The replicated sequence state: configuration and high-water mark per key. The high-water mark
  * only ever grows, also across delete and re-create (a tombstone keeps it), so no value is ever
  * allocated twice. Deterministic; `apply` never throws.
  */
 export class SequenceStateMachine implements StateMachine<SequenceResult> {
+  private readonly allocListeners: Array<(a: SegmentAllocated) => void> = [];
   private readonly seqs = new Map<string, SequenceRecord>();
   private readonly configs = new Map<string, SequenceConfig>();
   private readonly tombs = new Map<string, bigint>();
@@ -56,7 +67,19 @@ export class SequenceStateMachine implements StateMachine<SequenceResult> {
     return this.applyParsed(parseSequenceCommand(value), ctx);
   }
 
-  private applyParsed(cmd: SequenceCommand | SequenceError, _ctx: ApplyContext): SequenceResult {
+  /**
+   * Calls `fn` after every applied allocation, with the entry's index and leader time (the audit trail's segment
+   * events). Returns an unsubscribe.
+   */
+  onAllocated(fn: (a: SegmentAllocated) => void): () => void {
+    this.allocListeners.push(fn);
+    return () => {
+      const i = this.allocListeners.indexOf(fn);
+      if (i >= 0) this.allocListeners.splice(i, 1);
+    };
+  }
+
+  private applyParsed(cmd: SequenceCommand | SequenceError, ctx: ApplyContext): SequenceResult {
     if ('ok' in cmd) return cmd;
     switch (cmd.op) {
       case 'create':
@@ -68,8 +91,21 @@ export class SequenceStateMachine implements StateMachine<SequenceResult> {
         this.tombs.set(cmd.key, s.next);
         return { ok: true, op: 'delete', key: cmd.key };
       }
-      case 'alloc':
-        return this.alloc(cmd);
+      case 'alloc': {
+        const r = this.alloc(cmd);
+        if (r.ok && this.allocListeners.length > 0) {
+          const a: SegmentAllocated = {
+            key: r.key,
+            owner: r.owner,
+            start: r.start,
+            end: r.end,
+            index: ctx.index,
+            leaderTimeMs: ctx.leaderTimeMs,
+          };
+          for (const l of this.allocListeners) l(a);
+        }
+        return r;
+      }
     }
   }
 
