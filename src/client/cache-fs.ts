@@ -8,6 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import {
   closeSync,
+  existsSync,
   fsyncSync,
   linkSync,
   openSync,
@@ -34,6 +35,8 @@ export interface CacheFs {
    * path if it exists, else its directory's real path and its base name, else `path` made absolute.
    */
   canonical(path: string): string;
+  /** Whether a file or directory of that name exists. */
+  exists(path: string): boolean;
   /** The file's content; throws ENOENT if there is none. */
   readText(path: string): string;
   /** Creates or truncates `path` and writes `text`; with `fsync`, fdatasyncs it (not its directory). */
@@ -87,6 +90,7 @@ export const nodeCacheFs: CacheFs = {
       }
     }
   },
+  exists: (path) => existsSync(path),
   readText: (path) => readFileSync(path, 'utf8'),
   writeFile(path, text, fsync) {
     const fd = openSync(path, 'w', 0o600);

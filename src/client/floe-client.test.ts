@@ -448,7 +448,10 @@ describe('FloeClient: one cache file, one lock, whatever its name (review findin
         { ...s, client: second(s, 'proc-B') },
         { cachePath: alias, cacheLockWaitMs: 500, acquireTimeoutMs: 500 },
       ).catch((e: unknown) => e);
-      expect(err).toBeInstanceOf(CacheLockedError);
+      // A symbolic link resolves to the holder's own name and lock; a hard link is another file name whose record
+      // names the holder's path: refused outright (review finding F1).
+      if (how === 'symbolic link') expect(err).toBeInstanceOf(CacheLockedError);
+      else expect((err as Error).message).toMatch(/a cache file of its own/);
       const releases = s.cluster.requests.filter((r) => r.path.endsWith('/release'));
       expect(releases).toEqual([]);
       expect(a.valid).toBe(true);

@@ -1,4 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
+import { dirname } from 'node:path';
 import {
   type Clock,
   type Layout,
@@ -12,7 +13,7 @@ import { CacheLock } from './cache-lock.js';
 import { hrtimeMonotonic, type MonotonicClock, readBootId } from './clocks.js';
 import { ClientOptionError, FloeRequestError, FloeUnavailableError } from './errors.js';
 import { type FetchLike, HttpTransport } from './http-transport.js';
-import { type LeaseCacheRecord, readLeaseCache } from './lease-cache.js';
+import { type LeaseCacheRecord, readLeaseCache, writeLeaseCache } from './lease-cache.js';
 import { FloeSequence, type SequenceOptions } from './sequence.js';
 import {
   checkReply,
@@ -297,9 +298,8 @@ export class FloeClient {
     try {
       // Holding the lock, we know the process that wrote this cache is gone.
       const cached = cachePath ? readLeaseCache(cachePath, o.app, o.nodeId, this.ctx.cacheFs) : undefined;
-      if (cached?.cachePath !== undefined && cached.cachePath !== cachePath) {
-        // Written under another name (a hard link, or a copy): its writer took that name's lock. It must be free too.
-        await this.checkLockFree(cached.cachePath, lockOptions);
+      if (cached?.cachePath !== undefined && cachePath !== undefined) {
+        this.checkWrittenHere(cached.cachePath, cachePath);
       }
       const path = `/v1/apps/${encodeURIComponent(o.app)}/workers/acquire`;
       const started = mono();
@@ -338,6 +338,13 @@ export class FloeClient {
             }),
             claims.splice(0),
           );
+          const misfit = layoutMisfit(layout, grant);
+          if (misfit !== undefined) {
+            // Found at the first acquire rather than by the holder that first gets a worker ID the layout cannot
+            // encode (review finding C2). Not a lease this instance can use: hand it back.
+            await lease.release().catch(() => {});
+            throw new ClientOptionError('layout', misfit, layout.name);
+          }
           // Headroom below half the window (the mark was ahead of our clock): promise a new bound before returning.
           if (lease.boundMs - (wall.now() + lease.leadMs) < tuning.boundWindowMs / 2) await lease.renewNow();
           return lease;
@@ -347,7 +354,7 @@ export class FloeClient {
             if (cached !== undefined && !releasedCached) {
               // Most likely our dead predecessor's lease: end it with its token, then acquire a fresh one.
               releasedCached = true;
-              await this.releaseCached(cached, left);
+              await this.releaseCached(cached, cachePath as string, left);
               continue;
             }
             await this.sleep(Math.min(250, left)); // a lease this process cannot end: it expires within one TTL
@@ -381,18 +388,22 @@ export class FloeClient {
   }
 
   /**
-   * Takes and lets go of the lock of another name of the cache (throws CacheLockedError while a live process holds it).
-   * A name whose directory is gone (the cache was moved) has no holder.
+   * A cache record names the (canonical) path its writer locked. Found under another name that still exists, it is a
+   * hard link or a copy of another cache, which another process may use under that name's lock: two processes would
+   * then resume, release or use one lease (review findings R2, F1). Refused. A name whose directory is gone is a cache
+   * that was moved: nobody can use the old name any more.
    */
-  private async checkLockFree(otherPath: string, o: Parameters<typeof CacheLock.acquire>[1]): Promise<void> {
-    let other: CacheLock;
-    try {
-      other = await CacheLock.acquire(otherPath, o);
-    } catch (e) {
-      if ((e as { code?: string }).code === 'ENOENT') return;
-      throw e;
-    }
-    other.release();
+  private checkWrittenHere(recorded: string, cachePath: string): void {
+    const fs = this.ctx.cacheFs;
+    const writer = fs.canonical(recorded);
+    if (writer === cachePath || !fs.exists(dirname(writer))) return;
+    throw new ClientOptionError(
+      'cachePath',
+      `a cache file of its own: ${cachePath} holds a lease record written by a process that used ${writer} ` +
+        `(a hard link or a copy of that cache). Two names for one lease would let two processes use it; give each ` +
+        `process its own cache file (delete ${cachePath} to start this one afresh)`,
+      cachePath,
+    );
   }
 
   /** Tracks a lease until it ends; its requestId claims end when the cluster has confirmed it no longer holds it. */
@@ -417,8 +428,12 @@ export class FloeClient {
    * Releases the cached lease with its token, reporting its cached use as the last timestamp (the next grant starts
    * above it). Any failure is left to the acquire loop: a lease still held then simply expires.
    */
-  private async releaseCached(c: LeaseCacheRecord, budgetMs: number): Promise<void> {
+  private async releaseCached(c: LeaseCacheRecord, cachePath: string, budgetMs: number): Promise<void> {
     const path = `/v1/apps/${encodeURIComponent(c.app)}/workers/${c.workerId}/release`;
+    // Durably before the release is sent: it may take effect with its answer lost, and the lease must never be
+    // resumed from this cache afterwards, by this call or a later one (review finding F2). A failed write sends no
+    // release: the lease then expires.
+    writeLeaseCache(cachePath, { ...c, released: true }, this.ctx.cacheFs, this.ctx.cacheHost);
     try {
       const r = await this.transport.post<unknown>(
         path,
@@ -447,6 +462,8 @@ export class FloeClient {
     const deadlineWall = trustMono ? c.deadlineWallMs : c.deadlineWallMs - cacheWallMarginMs;
     const deadlineMono = trustMono ? c.deadlineMono : mono() + (deadlineWall - wall.now());
     if (!(deadlineMono > mono()) || !(deadlineWall > wall.now())) return undefined;
+    // A release of it was sent (and may have taken effect): never again.
+    if (c.released === true) return undefined;
     // Only for the layout it was used with (a cache without one predates layout pins: not resumed).
     if (c.layout !== layoutFingerprint(tuning.layout)) return undefined;
     const grant: GrantInfo = { ...c, app: c.app, boundMs: c.boundMs };
@@ -489,6 +506,21 @@ function checkGrant(
     highWaterMs: num(path, b, 'highWaterMs'),
     boundMs: num(path, b, 'boundMs'),
   };
+}
+
+/** Why `layout` cannot encode every worker ID of the granting pool, or undefined when it can. */
+function layoutMisfit(layout: Layout, g: GrantInfo): string | undefined {
+  const split = layout.datacenterBits > 0;
+  const fits = split
+    ? layout.datacenterBits >= g.datacenterBits && layout.workerBits >= g.workerBits
+    : layout.workerBits >= g.datacenterBits + g.workerBits;
+  if (fits) return undefined;
+  const pool = `${g.datacenterBits + g.workerBits} bits (${g.datacenterBits} datacenter bits)`;
+  return (
+    `a layout with room for every worker ID of app ${g.app}'s pool, ${pool}; ${layout.name} has ` +
+    `${layout.datacenterBits} datacenter and ${layout.workerBits} worker bits: shrink the pool ` +
+    `(PUT /v1/apps/${g.app}/pool) or choose a layout with more worker bits`
+  );
 }
 
 function inRange(field: string, v: number, min: number, max: number): number {

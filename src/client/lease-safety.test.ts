@@ -185,6 +185,15 @@ describe('review finding R3: one ID layout per app', () => {
     await c.release();
   });
 
+  it('review finding C2: a layout that cannot encode every worker ID of the pool is refused at the first acquire', async () => {
+    const s = setup();
+    // The fake pool is 10 bits without a datacenter split; twitter has 5 datacenter + 5 worker bits.
+    const err = await lease(s, s.client, { layout: 'twitter' }).catch((e: unknown) => e);
+    expect((err as Error).message).toMatch(/room for every worker ID of app orders's pool, 10 bits/);
+    // The worker ID went back.
+    expect(s.cluster.requests.filter((r) => r.path.endsWith('/release'))).toHaveLength(1);
+  });
+
   it('a lease generates only with the layout it was acquired for', async () => {
     const s = setup();
     const l = await lease(s, s.client, { layout: fine });

@@ -318,6 +318,11 @@ export class WorkerLease extends EventEmitter {
         if (fenced)
           return { highWaterMs: this.committedBoundMs, lastTimestampMs: last, alreadyReleased: true };
         const path = `/v1/apps/${encodeURIComponent(this.app)}/workers/${this.workerId}/release`;
+        // The cache says "released" durably before the release is sent: if it takes effect and its answer is lost,
+        // a restarted process must not resume this lease from the cache (review finding F2).
+        if (this.tuning.cachePath !== undefined && this.tuning.lock?.owned !== false) {
+          this.writeCache(this.usedUpToMs, 0, 0, true); // deadlines in the past, and marked released
+        }
         let r: { body: unknown };
         try {
           r = await this.ctx.transport.post<unknown>(
@@ -473,7 +478,7 @@ export class WorkerLease extends EventEmitter {
     if (gen && (gen.ceiling ?? -1) < use) gen.setCeiling(use);
   }
 
-  private writeCache(usedUpToMs: number, deadlineMono: number, deadlineWallMs: number): void {
+  private writeCache(usedUpToMs: number, deadlineMono: number, deadlineWallMs: number, released = false): void {
     const record: LeaseCacheRecord = {
       version: 1,
       app: this.app,
@@ -496,6 +501,7 @@ export class WorkerLease extends EventEmitter {
       savedAtWallMs: this.ctx.wall.now(),
       cachePath: this.tuning.cachePath,
       layout: layoutFingerprint(this.layout),
+      ...(released ? { released: true as const } : {}),
     };
     writeLeaseCache(this.tuning.cachePath as string, record, this.ctx.cacheFs, this.ctx.cacheHost);
   }

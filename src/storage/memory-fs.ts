@@ -259,6 +259,16 @@ export class MemoryFs implements StorageFs {
     if (fsync) this.datasyncOf(f);
   }
 
+  existsNow(p: string): boolean {
+    this.enterNow('stat', p);
+    try {
+      this.lookup(p, 'stat');
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
   mtimeNow(file: string): number {
     this.enterNow('stat', file);
     return this.lookupFile(file, 'stat').mtimeMs;

@@ -12,6 +12,7 @@ import type { World } from './world.js';
 export function memoryCacheFs(disk: () => MemoryFs): CacheFs {
   return {
     canonical: (p) => resolve(p), // MemoryFs has no symbolic links
+    exists: (p) => disk().existsNow(p),
     readText: (p) => disk().readFileNow(p).toString('utf8'),
     writeFile: (p, text, fsync) => disk().writeFileNow(p, Buffer.from(text, 'utf8'), fsync),
     rename: (from, to) => disk().renameNow(from, to),

@@ -323,6 +323,35 @@ describe('renew, release and expire', () => {
 });
 
 describe('configurePool', () => {
+  it('review finding F3: a pool whose worker IDs were used keeps its datacenter split (a resize would hand a used pair to another worker ID)', () => {
+    const log = new FakeLog();
+    expect(log.run({ op: 'configurePool', app: 'app', bits: 6, datacenterBits: 1 })).toMatchObject({ ok: true });
+    const taken: number[] = [];
+    // Lease worker IDs up to 32 (= datacenter 1, local worker 0 under 1 datacenter bit).
+    for (let i = 0; i <= 32; i++) taken.push(log.grant('app', `n${i}`).workerId);
+    expect(log.sm.lease('app', 32)?.datacenterId).toBe(1);
+    for (const [i, w] of taken.entries()) {
+      const l = log.sm.lease('app', w);
+      log.run({ op: 'release', app: 'app', workerId: w, token: l!.token, lastTimestampMs: 1_000 + i });
+    }
+    // Before the fix: resized to 2 datacenter bits, worker 16 became (datacenter 1, local 0) with a floor of 0.
+    const fixed = expectError(log.run({ op: 'configurePool', app: 'app', bits: 6, datacenterBits: 2 }));
+    expect(fixed.code).toBe('pool_split_fixed');
+    expect(fixed.message).toMatch(/used worker IDs under its split/);
+    expect(expectError(log.run({ op: 'configurePool', app: 'app', bits: 7, datacenterBits: 1 })).code).toBe(
+      'pool_split_fixed',
+    );
+    // A pool without a split keeps each worker ID's identity through any size: it may grow and shrink.
+    const flat = new FakeLog();
+    const l = flat.grant('flat', 'a');
+    flat.run({ op: 'release', app: 'flat', workerId: l.workerId, token: l.token, lastTimestampMs: 0 });
+    expect(flat.run({ op: 'configurePool', app: 'flat', bits: 12, datacenterBits: 0 })).toMatchObject({ ok: true });
+    expect(flat.run({ op: 'configurePool', app: 'flat', bits: 4, datacenterBits: 0 })).toMatchObject({ ok: true });
+    expect(expectError(flat.run({ op: 'configurePool', app: 'flat', bits: 4, datacenterBits: 1 })).code).toBe(
+      'pool_split_fixed',
+    );
+  });
+
   it('refuses to resize a pool with live leases and allows it once empty', () => {
     const log = new FakeLog();
     const a = log.grant('app', 'a');
@@ -337,7 +366,7 @@ describe('configurePool', () => {
       'pool_busy',
     );
     log.run({ op: 'release', app: 'app', workerId: 0, token: a.token, lastTimestampMs: 0 });
-    expect(log.run({ op: 'configurePool', app: 'app', bits: 12, datacenterBits: 2 })).toMatchObject({
+    expect(log.run({ op: 'configurePool', app: 'app', bits: 12, datacenterBits: 0 })).toMatchObject({
       ok: true,
       size: 4096,
       changed: true,

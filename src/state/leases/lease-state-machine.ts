@@ -106,6 +106,19 @@ export class LeaseStateMachine implements StateMachine<LeaseResult> {
             `can change to ${bits} bits, ${datacenterBits} datacenter bits only when none is leased`,
         );
       }
+      // With a datacenter split (before or after), a worker ID's (datacenter, worker) pair depends on the split: the
+      // same pair would come back under another worker ID whose high-water mark knows nothing of it (review finding
+      // F3: all 1,000 IDs repeated). Marks are kept per worker ID, so once IDs were used the split is fixed.
+      const remaps = pool.datacenterBits > 0 || datacenterBits > 0;
+      if (remaps && pool.records.size > 0) {
+        return leaseError(
+          'pool_split_fixed',
+          `app ${app} has used worker IDs under its split (${pool.bits} bits, ${pool.datacenterBits} datacenter bits); ` +
+            `changing it to ${bits} bits, ${datacenterBits} datacenter bits would give a used (datacenter, worker) ` +
+            `pair to another worker ID without its high-water mark. Only a pool without a datacenter split may grow ` +
+            `or shrink; use another app for another split`,
+        );
+      }
       pool.resize(bits, datacenterBits);
       changed = true;
     }

@@ -96,6 +96,8 @@ export type LeaseErrorCode =
   | 'pool_busy'
   /** The acquire names another ID layout than the one the app is pinned to. */
   | 'layout_mismatch'
+  /** configurePool would change the datacenter split of a pool whose worker IDs were used. */
+  | 'pool_split_fixed'
   /** (LeaseService only) the leader's deadline for this lease has passed; it is being expired. */
   | 'lease_expired';
 

@@ -1,0 +1,167 @@
+// Regression tests for the lease cache findings of the second review of issue 9 (F1, F2, F4): one lease, one cache
+// file, never resumed after a release may have taken effect.
+import { existsSync, linkSync, mkdirSync, mkdtempSync, readFileSync, renameSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ClientOptionError } from './errors.js';
+import { FloeClient, type FloeClientOptions, type LeaseWorkerOptions } from './floe-client.js';
+import type { FetchLike } from './http-transport.js';
+import { FakeCluster, FakeTime, leaveDeadLock } from './test-doubles.js';
+import type { WorkerLease } from './worker-lease.js';
+
+const WALL0 = Date.UTC(2026, 5, 1);
+const TTL = 30_000;
+
+function setup() {
+  const cluster = new FakeCluster(['10.0.0.1:7380']);
+  const time = new FakeTime(WALL0);
+  const mk = (more: Partial<FloeClientOptions> = {}) =>
+    new FloeClient({
+      endpoints: cluster.hosts,
+      fetch: cluster.fetch,
+      clock: time.wall,
+      monotonic: time.mono,
+      setTimer: time.setTimer,
+      sleep: time.sleep,
+      random: () => 0.5,
+      bootId: 'boot-1',
+      ...more,
+    });
+  return { cluster, time, mk };
+}
+
+async function lease(
+  s: { time: FakeTime },
+  c: FloeClient,
+  o: Partial<LeaseWorkerOptions> = {},
+): Promise<WorkerLease> {
+  let done = false;
+  const p = c.leaseWorker({ app: 'orders', nodeId: 'n1', ttlMs: TTL, ...o }).finally(() => {
+    done = true;
+  });
+  p.catch(() => {});
+  for (let i = 0; i < 2000 && !done; i++) await s.time.advance(10);
+  return p;
+}
+
+const tmp = () => mkdtempSync(join(tmpdir(), 'floe-cache-safety-'));
+
+describe('one lease, one cache file (review finding F1)', () => {
+  for (const sameProcess of [false, true]) {
+    it(`a hard link to a dead holder's cache, cluster away: only one name resumes the lease (${sameProcess ? 'one process' : 'two processes'})`, async () => {
+      const s = setup();
+      const dir = tmp();
+      const a = join(dir, 'lease.json');
+      const b = join(dir, 'alias.json');
+      const p0 = await lease(s, s.mk({ incarnation: 'proc-0' }), { cachePath: a });
+      p0.snowflake().next();
+      linkSync(a, b);
+      s.cluster.leader = undefined; // unreachable from now on
+      leaveDeadLock(a, 'boot-1', TTL); // P0 died
+      const opts = { acquireTimeoutMs: 100, cacheLockWaitMs: 200 };
+      // Before the fix: the process on the link resumed (after a take-and-release check of the other lock), rewrote
+      // its file (so the names parted), and a process on the original name resumed the same lease too: 4,750
+      // duplicate IDs of 10,000.
+      const viaLink = await lease(s, s.mk(sameProcess ? {} : { incarnation: 'proc-2' }), {
+        ...opts,
+        cachePath: b,
+      }).catch((e: unknown) => e);
+      expect(viaLink).toBeInstanceOf(ClientOptionError);
+      expect((viaLink as Error).message).toMatch(/a cache file of its own: .*alias\.json holds a lease record written by a process that used .*lease\.json/);
+      const viaOriginal = await lease(s, s.mk(sameProcess ? {} : { incarnation: 'proc-1' }), {
+        ...opts,
+        cachePath: a,
+      });
+      expect(viaOriginal.resumedFromCache).toBe(true);
+    });
+  }
+});
+
+describe('never resumed after a release may have taken effect (review finding F2)', () => {
+  it('a call released the cached lease and then lost the cluster: a later call does not resume it', async () => {
+    const s = setup();
+    s.cluster.poolSize = 1;
+    const cachePath = join(tmp(), 'lease.json');
+    const p0 = await lease(s, s.mk({ incarnation: 'proc-0' }), { cachePath });
+    p0.snowflake().next();
+    leaveDeadLock(cachePath, 'boot-1', TTL); // P0 crashed
+    let partitioned = false;
+    const ours: FetchLike = async (url, init) => {
+      if (partitioned) throw new TypeError('fetch failed (partition)');
+      const r = await s.cluster.fetch(url, init);
+      if (url.endsWith('/release')) partitioned = true;
+      return r;
+    };
+    const me = s.mk({ incarnation: 'proc-1', fetch: ours });
+    await expect(lease(s, me, { cachePath, acquireTimeoutMs: 200 })).rejects.toThrow();
+    expect(JSON.parse(readFileSync(cachePath, 'utf8')).released).toBe(true);
+    const q = await lease(s, s.mk({ incarnation: 'proc-Q' }), { nodeId: 'n2' }); // the freed worker ID, elsewhere
+    // Before the fix the retry resumed the released lease while Q held its worker ID: two live holders.
+    const again = await lease(s, me, { cachePath, acquireTimeoutMs: 200 }).catch((e: unknown) => e);
+    expect(again).not.toHaveProperty('resumedFromCache', true);
+    expect(q.valid).toBe(true);
+  });
+
+  it('release() applied with its answer lost, then the process exits: the restarted process does not resume it', async () => {
+    const s = setup();
+    s.cluster.poolSize = 1;
+    const cachePath = join(tmp(), 'lease.json');
+    let partitioned = false;
+    const ours: FetchLike = async (url, init) => {
+      if (partitioned) throw new TypeError('fetch failed (partition)');
+      const r = await s.cluster.fetch(url, init);
+      if (url.endsWith('/release')) {
+        partitioned = true;
+        throw new TypeError('fetch failed (applied, answer lost)');
+      }
+      return r;
+    };
+    const a = await lease(s, s.mk({ fetch: ours }), { cachePath });
+    a.snowflake().next();
+    void a.release().catch(() => {});
+    await s.time.advance(2_000); // shutdown gives up waiting and the process exits
+    leaveDeadLock(cachePath, 'boot-1', TTL);
+    expect(existsSync(cachePath)).toBe(true);
+    expect(JSON.parse(readFileSync(cachePath, 'utf8')).released).toBe(true);
+    const q = await lease(s, s.mk({ incarnation: 'proc-Q' }), { nodeId: 'n2' });
+    const r = await lease(s, s.mk({ incarnation: 'restarted', fetch: ours }), {
+      cachePath,
+      acquireTimeoutMs: 100,
+    }).catch((e: unknown) => e);
+    expect(r).not.toHaveProperty('resumedFromCache', true);
+    expect(q.valid).toBe(true);
+  });
+});
+
+describe('a moved cache (review finding F4)', () => {
+  it('a cache directory moved with a symbolic link left at the old name still restarts', async () => {
+    const s = setup();
+    const root = tmp();
+    mkdirSync(join(root, 'd1'));
+    const cachePath = join(root, 'd1', 'lease.json');
+    const a = await lease(s, s.mk({ incarnation: 'p0' }), { cachePath });
+    a.snowflake().next();
+    leaveDeadLock(cachePath, 'boot-1', TTL);
+    renameSync(join(root, 'd1'), join(root, 'd2'));
+    symlinkSync(join(root, 'd2'), join(root, 'd1'));
+    // Before the fix every restart failed with CacheLockedError on its own lock.
+    for (const attempt of [1, 2]) {
+      const l = await lease(s, s.mk({ incarnation: `p${attempt}` }), { cachePath, cacheLockWaitMs: 500 });
+      expect(l.valid).toBe(true);
+      await l.release();
+    }
+  });
+
+  it('a cache directory moved away (its old directory gone) restarts from the moved file', async () => {
+    const s = setup();
+    const root = tmp();
+    mkdirSync(join(root, 'd1'));
+    const a = await lease(s, s.mk({ incarnation: 'p0' }), { cachePath: join(root, 'd1', 'lease.json') });
+    a.snowflake().next();
+    leaveDeadLock(join(root, 'd1', 'lease.json'), 'boot-1', TTL);
+    renameSync(join(root, 'd1'), join(root, 'd2'));
+    const l = await lease(s, s.mk({ incarnation: 'p1' }), { cachePath: join(root, 'd2', 'lease.json') });
+    expect(l.valid).toBe(true);
+  });
+});
