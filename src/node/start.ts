@@ -10,6 +10,7 @@ import { httpRemoteAlloc, SequenceService, sequenceNodeOf } from '../sequences/i
 import { PasswordVerifier } from '../server/auth/password-verifier.js';
 import { respBackendOf } from '../server/floe-services.js';
 import { addressProof, startHttpAdmin } from '../server/http-admin.js';
+import { NodeMetrics } from '../server/metrics.js';
 import { type RespServer, startRespServer } from '../server/resp/index.js';
 import { memberFetch, SnowflakeService } from '../snowflakes/index.js';
 import { FloeStateMachine } from '../state/floe-state-machine.js';
@@ -142,6 +143,18 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
     revision: () => state.auth.revision,
   });
   const services = { node, leases, sequences, snowflakes, auth: state.auth, memberSecret: secret, passwords };
+  // Prometheus metrics and the dashboard's figures (docs/metrics.md), served by the HTTP listener.
+  const metrics = new NodeMetrics({
+    node,
+    leases: state.leases,
+    leaseService: leases,
+    sequences: state.sequences,
+    sequenceService: sequences,
+    snowflakes,
+    transport,
+    storage,
+    audit,
+  });
   const httpListen = parseHostPort('--http-addr', config.httpAddr);
   const respListen = parseHostPort('--resp-addr', config.respAddr);
   let http: FastifyInstance | undefined;
@@ -152,6 +165,7 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
       kv: state.kv,
       services,
       clusterSecret: secret,
+      metrics,
       host: httpListen.host,
       port: httpListen.port,
     });
@@ -161,6 +175,7 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
       backend: respBackendOf(services),
       logger: logger.child({ server: 'resp' }),
       announce: config.respAddr,
+      onCommand: metrics.observeRespCommand,
     });
   } catch (err) {
     leases.close();
@@ -172,6 +187,7 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
     await storage.close();
     throw err;
   }
+  metrics.attachResp(() => resp.stats());
   node.start();
   const stopPublishing = publishAddressesThroughLeader(node, config, secret, logger);
   // Auth state arrives with the log: say loudly, once it is known, when the node runs open.

@@ -1,7 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { TlsOptions } from 'node:tls';
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
-import { Counter, collectDefaultMetrics, Gauge, Registry } from 'prom-client';
 import { NotLeaderError } from '../node/errors.js';
 import type { FloeNode } from '../node/node.js';
 import { allocProof, REMOTE_ALLOC_PATH } from '../sequences/remote-alloc.js';
@@ -22,6 +21,7 @@ import {
   limitedServerFactory,
   resolveHttpLimits,
 } from './http-limits.js';
+import { NodeMetrics } from './metrics.js';
 import { mergeDefined, serveLimits } from './serve-limits.js';
 
 /** Refused connections are worth a warning on stderr even when the request logger is off. */
@@ -50,6 +50,13 @@ export interface HttpAdminOptions {
    * (docs/tls.md). Default: plain HTTP. Reload with `app.server.setSecureContext(...)`.
    */
   tls?: TlsOptions;
+  /**
+   * The node's metrics (docs/metrics.md): `floe serve` passes one that also reads storage, transport,
+   * lease and sequence state and the RESP server. Default: Raft, HTTP and the given services only.
+   */
+  metrics?: NodeMetrics;
+  /** Without `metrics`: register process and Node.js runtime metrics too. Default true. */
+  defaultMetrics?: boolean;
 }
 
 export type { ErrorBody };
@@ -73,7 +80,17 @@ export async function startHttpAdmin(opts: HttpAdminOptions): Promise<FastifyIns
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
   });
   hardenHttp(app);
-  const registry = buildMetrics(node);
+  const metrics =
+    opts.metrics ??
+    new NodeMetrics({
+      node,
+      defaultMetrics: opts.defaultMetrics,
+      leaseService: opts.services?.leases,
+      sequenceService: opts.services?.sequences,
+      snowflakes: opts.services?.snowflakes,
+    });
+  metrics.attachHttp(app);
+  const registry = metrics.registry;
 
   const fail = sendHttpError;
 
@@ -347,46 +364,4 @@ export function clusterView(node: FloeNode<unknown>) {
       match: s.progress?.[m.id]?.match ?? null,
     })),
   };
-}
-
-function buildMetrics(node: FloeNode<unknown>): Registry {
-  const registry = new Registry();
-  collectDefaultMetrics({ register: registry, prefix: 'floe_process_' });
-  const g = (name: string, help: string, read: () => number) =>
-    new Gauge({
-      name,
-      help,
-      registers: [registry],
-      collect() {
-        this.set(read());
-      },
-    });
-  g('floe_raft_term', 'Current Raft term.', () => node.status().term);
-  g('floe_raft_commit_index', 'Highest log index known committed.', () => node.status().commit);
-  g(
-    'floe_raft_applied_index',
-    'Highest log index applied to the state machine.',
-    () => node.status().appliedIndex,
-  );
-  g('floe_raft_is_leader', '1 if this node is the leader.', () => (node.isLeader ? 1 : 0));
-  g('floe_raft_leader_id', 'Member id of the known leader (0 when none).', () => node.leaderId);
-  const c = (name: string, help: string, read: () => number) => {
-    let last = 0;
-    return new Counter({
-      name,
-      help,
-      registers: [registry],
-      collect() {
-        const v = read();
-        this.inc(v - last);
-        last = v;
-      },
-    });
-  };
-  c('floe_raft_proposals_total', 'Proposals accepted by the local Raft core.', () => node.stats.proposals);
-  c('floe_raft_applied_entries_total', 'Entries applied.', () => node.stats.applied);
-  c('floe_raft_fsyncs_total', 'Ready batches persisted with fsync.', () => node.stats.fsyncs);
-  c('floe_raft_snapshots_total', 'Snapshots taken.', () => node.stats.snapshots);
-  c('floe_raft_leader_changes_total', 'Times the known leader changed.', () => node.stats.leaderChanges);
-  return registry;
 }

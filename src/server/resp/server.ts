@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { createRequire } from 'node:module';
 import { createServer, type Server, type Socket } from 'node:net';
+import { instrumentCommandTable, type RespCommandObserver } from '../metrics-resp.js';
 import { mergeDefined, serveLimits } from '../serve-limits.js';
 import type { RespBackend } from './backend.js';
 import { ClientConnection, type CloseReason } from './client-connection.js';
@@ -37,6 +38,8 @@ export interface RespServerOptions {
   floeVersion?: string;
   /** Extra commands (e.g. INCR) appended to the built-in table. */
   commands?: readonly CommandSpecInput[];
+  /** Called after every command that reached its handler (metrics: name, seconds, ok). */
+  onCommand?: RespCommandObserver;
 }
 
 /** Counters plus one row per connected client. */
@@ -153,7 +156,9 @@ export async function startRespServer(opts: RespServerOptions): Promise<RespServ
     startedAt: Date.now(),
     runId: randomBytes(20).toString('hex'),
     logger,
-    table: buildCommandTable([...ALL_COMMANDS, ...(opts.commands ?? [])]),
+    table: opts.onCommand
+      ? instrumentCommandTable(buildCommandTable([...ALL_COMMANDS, ...(opts.commands ?? [])]), opts.onCommand)
+      : buildCommandTable([...ALL_COMMANDS, ...(opts.commands ?? [])]),
     selfAddr,
     topology: (): Topology => readTopology(backend, selfAddr()),
     sessions: (): Iterable<Session> => sessions.values(),
