@@ -8,6 +8,7 @@ import {
   resolveLayout,
   systemClock,
 } from '../id/index.js';
+import { type TlsClientOptions, tlsFetch } from '../tls/fetch.js';
 import { type CacheFs, type CacheHost, nodeCacheFs, nodeCacheHost } from './cache-fs.js';
 import { CacheLock } from './cache-lock.js';
 import { hrtimeMonotonic, type MonotonicClock, readBootId } from './clocks.js';
@@ -53,8 +54,13 @@ export interface FloeClientOptions {
    */
   cacheFs?: CacheFs;
   cacheHost?: CacheHost;
-  /** Default global `fetch`. */
+  /** Default global `fetch` (or, with `tls`, a node:https one). */
   fetch?: FetchLike;
+  /**
+   * For `https://` endpoints whose certificate is not signed by a public CA, or that ask for a client
+   * certificate: `{ ca }` (PEM) and optionally `{ cert, key }`. Ignored when `fetch` is given. docs/tls.md.
+   */
+  tls?: TlsClientOptions;
   /** Default `setTimeout`-based, unref'd. */
   setTimer?: (fn: () => void, ms: number) => { cancel(): void };
   /** Default `setTimeout` promise. */
@@ -150,7 +156,8 @@ export class FloeClient {
       user: options.user,
       password: options.password,
       requestTimeoutMs,
-      fetch: options.fetch ?? (globalThis.fetch as unknown as FetchLike),
+      fetch:
+        options.fetch ?? (options.tls ? tlsFetch(options.tls) : (globalThis.fetch as unknown as FetchLike)),
       monotonic: mono,
       wall: () => wall.now(),
       sleep: this.sleep,

@@ -76,7 +76,7 @@ export class HttpTransport {
   private next = 0;
 
   constructor(private readonly o: HttpTransportOptions) {
-    this.endpoints = o.endpoints.map(normalise);
+    this.endpoints = o.endpoints.map((e) => normalise(e));
     this.auth =
       o.user === undefined
         ? undefined
@@ -128,7 +128,7 @@ export class HttpTransport {
               : locationHost(res.headers.get('location'));
           if (addr !== undefined && redirects < MAX_REDIRECTS_IN_A_ROW) {
             redirects++;
-            retryAt = normalise(addr);
+            retryAt = normalise(addr, endpoint);
           }
           lastError = new FloeRequestError(res.status, code, message, path);
         } else if (
@@ -179,9 +179,11 @@ function retryAfter(header: string | null): number {
   return Math.min(Number(header.trim()) * 1000, MAX_RETRY_AFTER_MS);
 }
 
-function normalise(endpoint: string): string {
+/** A bare `host:port` gets the scheme of `like` (a leader named by an https endpoint is https too), else http. */
+function normalise(endpoint: string, like?: string): string {
   const e = endpoint.trim().replace(/\/+$/, '');
-  return /^https?:\/\//.test(e) ? e : `http://${e}`;
+  if (/^https?:\/\//.test(e)) return e;
+  return `${like?.startsWith('https://') ? 'https' : 'http'}://${e}`;
 }
 
 function locationHost(location: string | null): string | undefined {

@@ -44,6 +44,10 @@ export interface ServeConfig {
    * under `<dataDir>/audit`, shipped later with `floe audit replay`).
    */
   audit: { clickhouse?: { url: string; user?: string; password?: string; database?: string } };
+  /** TLS for clients on the RESP and HTTP ports (docs/tls.md); undefined = plaintext. Paths are absolute. */
+  tls?: { cert: string; key: string; ca?: string; clientAuth: 'none' | 'request' | 'require' };
+  /** Mutual TLS between peers, inside which the cluster-secret handshake runs (docs/tls.md). */
+  peerTls?: { cert: string; key: string; ca: string };
 }
 
 export class ConfigError extends Error {
@@ -179,7 +183,45 @@ export function resolveServeConfig(
         (file as Record<string, unknown>)[k] ??
         (k === 'auditPassword' ? env.FLOE_AUDIT_PASSWORD : undefined),
     ),
+    ...tlsConfig((k) => (flags as Record<string, unknown>)[k] ?? (file as Record<string, unknown>)[k]),
   };
+}
+
+/** `--tls-*` and `--peer-tls-*` (camelCase in the config file): both halves of a pair, known values. */
+function tlsConfig(pick: (k: string) => unknown): Pick<ServeConfig, 'tls' | 'peerTls'> {
+  const path = (k: string) => {
+    const v = pick(k);
+    return v === undefined || v === '' ? undefined : resolve(String(v));
+  };
+  const out: Pick<ServeConfig, 'tls' | 'peerTls'> = {};
+  const cert = path('tlsCert');
+  const key = path('tlsKey');
+  const ca = path('tlsCa');
+  const authRaw = pick('tlsClientAuth');
+  const clientAuth = String(authRaw ?? 'none');
+  if (clientAuth !== 'none' && clientAuth !== 'request' && clientAuth !== 'require')
+    throw new ConfigError(`--tls-client-auth must be none, request or require (got "${clientAuth}")`);
+  if ((cert === undefined) !== (key === undefined))
+    throw new ConfigError('--tls-cert and --tls-key go together: give both or neither');
+  if (cert === undefined && (ca !== undefined || authRaw !== undefined))
+    throw new ConfigError(
+      `${ca !== undefined ? '--tls-ca' : '--tls-client-auth'} needs --tls-cert and --tls-key`,
+    );
+  if (clientAuth !== 'none' && ca === undefined)
+    throw new ConfigError(
+      `--tls-client-auth ${clientAuth} needs --tls-ca (the CA that signs client certificates)`,
+    );
+  if (cert !== undefined && key !== undefined) out.tls = { cert, key, ...(ca ? { ca } : {}), clientAuth };
+  const pcert = path('peerTlsCert');
+  const pkey = path('peerTlsKey');
+  const pca = path('peerTlsCa');
+  const given = [pcert, pkey, pca].filter((v) => v !== undefined).length;
+  if (given > 0 && given < 3)
+    throw new ConfigError(
+      '--peer-tls-cert, --peer-tls-key and --peer-tls-ca go together: give all three or none',
+    );
+  if (pcert && pkey && pca) out.peerTls = { cert: pcert, key: pkey, ca: pca };
+  return out;
 }
 
 function auditConfig(pick: (k: string) => unknown): ServeConfig['audit'] {

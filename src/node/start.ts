@@ -1,5 +1,7 @@
 import { randomBytes, randomInt } from 'node:crypto';
 import { join } from 'node:path';
+import type { Server as TlsServer } from 'node:tls';
+import { rootCertificates } from 'node:tls';
 import type { FastifyInstance } from 'fastify';
 import { pino } from 'pino';
 import { type AuditPipeline, ClusterAuditor, createAuditPipeline } from '../audit/index.js';
@@ -16,7 +18,10 @@ import { memberFetch, SnowflakeService } from '../snowflakes/index.js';
 import { FloeStateMachine } from '../state/floe-state-machine.js';
 import { DurableStorage } from '../storage/durable-storage.js';
 import { IdGenerator } from '../strategies/index.js';
-import { PeerTransport } from '../transport/index.js';
+import { type SimpleFetch, type TlsClientOptions, tlsFetch } from '../tls/fetch.js';
+import { CLIENT_TLS_LABELS, PEER_TLS_LABELS, type TlsMaterial } from '../tls/material.js';
+import { ReloadableTls, secureContextOptions, serverTlsOptions } from '../tls/reloadable.js';
+import { PeerTransport, tlsSocketFactory } from '../transport/index.js';
 import { parseHostPort, type ServeConfig } from './config.js';
 import { FloeNode } from './node.js';
 import type { TransportSink } from './seams.js';
@@ -39,8 +44,22 @@ export interface RunningNode {
   transport: PeerTransport;
   config: ServeConfig;
   logger: pino.Logger;
+  /**
+   * Reads the TLS certificate files again (SIGHUP in `floe serve`): new connections use the new
+   * ones. A file that fails its checks keeps the old material and is reported (and logged) by name.
+   */
+  reloadTls(): { ok: boolean; messages: string[] };
   /** Graceful stop: leadership handed over, listeners closed, storage flushed and unlocked. */
   close(reason?: string): Promise<void>;
+}
+
+/**
+ * How this node trusts members' HTTPS ports (its own included) for its internal calls: the system
+ * roots, `--tls-ca` and its own certificate (so a self-signed single node works); its own
+ * certificate is its client certificate when clients must show one.
+ */
+function internalTlsOf(m: TlsMaterial): TlsClientOptions {
+  return { ca: [...rootCertificates, ...(m.ca ? [m.ca] : []), m.cert], cert: m.cert, key: m.key };
 }
 
 /** Builds and starts one Floe node from its configuration: storage, transport, runtime, listeners. */
@@ -51,6 +70,26 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
     // Only a single-node cluster may run without a configured secret: nobody else can join anyway.
     secret = randomBytes(32).toString('hex');
     logger.warn('no --cluster-secret set: running single-node with a random peer secret (no peer can join)');
+  }
+  // TLS files are read and checked before anything opens: a bad or expired certificate stops the start, named.
+  const clientTls = config.tls ? ReloadableTls.load(config.tls, CLIENT_TLS_LABELS) : undefined;
+  const peerTls = config.peerTls ? ReloadableTls.load(config.peerTls, PEER_TLS_LABELS) : undefined;
+  const peerFactory = peerTls
+    ? tlsSocketFactory({ ca: peerTls.current.ca!, cert: peerTls.current.cert, key: peerTls.current.key })
+    : undefined;
+  peerTls?.onReload((m) => peerFactory!.update({ ca: m.ca!, cert: m.cert, key: m.key }));
+  let internalTls = clientTls ? internalTlsOf(clientTls.current) : undefined;
+  clientTls?.onReload((m) => {
+    internalTls = internalTlsOf(m);
+  });
+  const scheme = clientTls ? 'https' : 'http';
+  // This node's HTTP calls to members (address publication, node-mode segments, its own Snowflake leases).
+  const internalFetch: SimpleFetch | undefined = clientTls ? tlsFetch(() => internalTls!) : undefined;
+  for (const [what, t] of [
+    ['client', clientTls],
+    ['peer', peerTls],
+  ] as const) {
+    if (t) logger.info({ tls: what, ...t.current.info }, `${what} TLS certificate loaded`);
   }
 
   const storage = await DurableStorage.open(config.dataDir, {
@@ -77,6 +116,7 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
     onUnreachable: (peer) => sink?.onUnreachable(peer),
     onSnapshotStatus: (peer, ok) => sink?.onSnapshotStatus(peer, ok),
     logger,
+    ...(peerFactory ? { socketFactory: peerFactory } : {}),
   });
 
   const state = new FloeStateMachine();
@@ -121,7 +161,12 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
     owner: `node-${config.nodeId}`,
     autoCreate: config.seqAutoCreate ? {} : undefined,
     // node-mode sequences: followers allocate their own segments through the leader.
-    remoteAlloc: httpRemoteAlloc({ secret, leaderHttpAddr: () => node.leaderHint()?.httpAddr }),
+    remoteAlloc: httpRemoteAlloc({
+      secret,
+      leaderHttpAddr: () => node.leaderHint()?.httpAddr,
+      scheme,
+      ...(internalFetch ? { fetch: internalFetch } : {}),
+    }),
   });
   // Server-side Snowflake: this node leases its own worker ID per key through its own HTTP API
   // (followed to the leader), as a member, with the same SDK embedded users run.
@@ -132,7 +177,10 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
       const r = await leases.configurePool(app, bits, dcBits);
       return r.ok ? { ok: true } : { ok: false, message: r.message };
     },
-    client: new FloeClient({ endpoints: [config.httpAddr], fetch: memberFetch(secret, config.nodeId) }),
+    client: new FloeClient({
+      endpoints: [`${scheme}://${config.httpAddr}`],
+      fetch: memberFetch(secret, config.nodeId, internalFetch),
+    }),
     holder: `floe-node-${config.nodeId}`,
     cacheDir: join(config.dataDir, 'snowflake-leases'),
   });
@@ -168,6 +216,7 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
       metrics,
       host: httpListen.host,
       port: httpListen.port,
+      ...(clientTls ? { tls: serverTlsOptions(clientTls.current, config.tls!.clientAuth) } : {}),
     });
     resp = await startRespServer({
       host: respListen.host,
@@ -176,6 +225,7 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
       logger: logger.child({ server: 'resp' }),
       announce: config.respAddr,
       onCommand: metrics.observeRespCommand,
+      ...(clientTls ? { tls: serverTlsOptions(clientTls.current, config.tls!.clientAuth) } : {}),
     });
   } catch (err) {
     leases.close();
@@ -189,7 +239,18 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
   }
   metrics.attachResp(() => resp.stats());
   node.start();
-  const stopPublishing = publishAddressesThroughLeader(node, config, secret, logger);
+  clientTls?.onReload((m) => {
+    (http!.server as unknown as TlsServer).setSecureContext(secureContextOptions(m));
+    resp.setSecureContext(secureContextOptions(m));
+  });
+  const stopPublishing = publishAddressesThroughLeader(
+    node,
+    config,
+    secret,
+    logger,
+    scheme,
+    internalFetch ?? ((url, init) => fetch(url, init)),
+  );
   // Auth state arrives with the log: say loudly, once it is known, when the node runs open.
   void node.waitForLeader(30_000).then(
     () => {
@@ -225,6 +286,32 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
     transport,
     config,
     logger,
+    reloadTls() {
+      const messages: string[] = [];
+      let ok = true;
+      for (const [what, t] of [
+        ['client', clientTls],
+        ['peer', peerTls],
+      ] as const) {
+        if (!t) continue;
+        const r = t.reload();
+        if (r.ok) {
+          logger.info({ tls: what, changed: r.changed, ...r.info }, `${what} TLS certificates reloaded`);
+          messages.push(
+            `${what} TLS: ${r.changed ? 'reloaded' : 'unchanged'} (serial ${r.info.serialNumber})`,
+          );
+        } else {
+          ok = false;
+          logger.error(
+            { tls: what, err: r.error },
+            `${what} TLS reload failed, keeping the certificates in use: ${r.error}`,
+          );
+          messages.push(`${what} TLS: reload failed, old certificates kept: ${r.error}`);
+        }
+      }
+      if (!clientTls && !peerTls) messages.push('no TLS configured: nothing to reload');
+      return { ok, messages };
+    },
     close(reason = 'shutdown') {
       closing ??= (async () => {
         // Hand the worker IDs back while the cluster can still take the release.
@@ -256,6 +343,8 @@ function publishAddressesThroughLeader(
   config: ServeConfig,
   secret: string,
   logger: pino.Logger,
+  scheme: 'http' | 'https',
+  post: SimpleFetch,
 ): () => void {
   let inFlight = false;
   const attempt = async () => {
@@ -269,7 +358,7 @@ function publishAddressesThroughLeader(
         respAddr: config.respAddr,
         proof: addressProof(secret, config.nodeId, config.httpAddr, config.respAddr),
       };
-      const res = await fetch(`http://${leader}/v1/members/${config.nodeId}/addresses`, {
+      const res = await post(`${scheme}://${leader}/v1/members/${config.nodeId}/addresses`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
         body: JSON.stringify(body),
@@ -277,7 +366,7 @@ function publishAddressesThroughLeader(
         signal: AbortSignal.timeout(3000),
       });
       if (!res.ok) logger.debug({ status: res.status }, 'leader did not record our addresses yet');
-      await res.body?.cancel();
+      await res.text().catch(() => '');
     } catch (err) {
       logger.debug({ err: String(err) }, 'could not reach the leader to publish our addresses');
     } finally {

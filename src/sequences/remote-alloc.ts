@@ -17,6 +17,19 @@ export interface HttpRemoteAllocOptions {
   /** The leader's HTTP address as this node knows it, if any. */
   leaderHttpAddr: () => string | undefined;
   timeoutMs?: number;
+  /** `https` when the members' HTTP ports run TLS (docs/tls.md). Default `http`. */
+  scheme?: 'http' | 'https';
+  /** Default: the global fetch; with TLS, one that trusts the members' CA (src/tls/fetch.ts). */
+  fetch?: (
+    url: string,
+    init: {
+      method: string;
+      headers: Record<string, string>;
+      body: string;
+      redirect: 'manual';
+      signal: AbortSignal;
+    },
+  ) => Promise<{ status: number; json(): Promise<unknown> }>;
 }
 
 /** A follower's `remoteAlloc`: POSTs the command to the leader and returns its result (checked by the caller). */
@@ -25,7 +38,7 @@ export function httpRemoteAlloc(o: HttpRemoteAllocOptions): (cmd: AllocCommand) 
     let addr = o.leaderHttpAddr();
     for (let hop = 0; hop < 2; hop++) {
       if (!addr) throw new RemoteAllocError('no leader is known to allocate a segment');
-      const res = await fetch(`http://${addr}${REMOTE_ALLOC_PATH}`, {
+      const res = await (o.fetch ?? fetch)(`${o.scheme ?? 'http'}://${addr}${REMOTE_ALLOC_PATH}`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
         body: JSON.stringify({ ...cmd, proof: allocProof(o.secret, cmd) }),

@@ -48,7 +48,9 @@ export function sendHttpError(reply: FastifyReply, err: unknown, path: string): 
     const body: ErrorBody = { error: 'not_leader', message: err.message };
     if (err.leader) body.leader = { id: err.leader.id, httpAddr: err.leader.httpAddr };
     if (err.leader?.httpAddr) {
-      return reply.code(307).header('location', `http://${err.leader.httpAddr}${path}`).send(body);
+      // Members share one scheme: the leader speaks HTTPS when this node does (docs/tls.md).
+      const scheme = reply.request.protocol === 'https' ? 'https' : 'http';
+      return reply.code(307).header('location', `${scheme}://${err.leader.httpAddr}${path}`).send(body);
     }
     return reply.code(503).send(body);
   }

@@ -1,4 +1,4 @@
-import { connect as tlsConnect, createServer as tlsCreateServer } from 'node:tls';
+import { type Server as TlsServer, connect as tlsConnect, createServer as tlsCreateServer } from 'node:tls';
 import type { SocketFactory } from './socket-factory.js';
 
 /** PEM material for mutual TLS between peers. */
@@ -15,39 +15,59 @@ export interface PeerTlsOptions {
   servername?: string;
 }
 
+/** A socket factory whose certificates can be replaced while it runs. */
+export interface ReloadableSocketFactory extends SocketFactory {
+  /**
+   * New material for every later dial and every later accepted connection (servers made by this
+   * factory switch with `setSecureContext`); open connections keep theirs.
+   */
+  update(o: PeerTlsOptions): void;
+}
+
 /**
  * Mutual TLS for the peer transport: both sides present a certificate signed by `ca`, and
  * connections without one are refused by TLS before the cluster-secret handshake even starts
  * (which still runs inside the TLS session). Pass as `socketFactory` to PeerTransport.start.
- * Certificate reload and rotation are not handled here: restart the transport with new material.
+ * `update()` swaps the certificates (SIGHUP in `floe serve`).
  */
-export function tlsSocketFactory(o: PeerTlsOptions): SocketFactory {
+export function tlsSocketFactory(o: PeerTlsOptions): ReloadableSocketFactory {
+  let current = o;
+  const servers = new Set<TlsServer>();
   return {
     connect: (target, onReady) =>
       tlsConnect(
         {
           host: target.host,
           port: target.port,
-          ca: o.ca,
-          cert: o.cert,
-          key: o.key,
-          servername: o.servername,
+          ca: current.ca,
+          cert: current.cert,
+          key: current.key,
+          servername: current.servername,
           rejectUnauthorized: true,
           minVersion: 'TLSv1.3',
         },
         onReady,
       ),
-    createServer: (onSocket) =>
-      tlsCreateServer(
+    createServer: (onSocket) => {
+      const server = tlsCreateServer(
         {
-          ca: o.ca,
-          cert: o.cert,
-          key: o.key,
+          ca: current.ca,
+          cert: current.cert,
+          key: current.key,
           requestCert: true,
           rejectUnauthorized: true,
           minVersion: 'TLSv1.3',
         },
         onSocket,
-      ),
+      );
+      servers.add(server);
+      server.once('close', () => servers.delete(server));
+      return server;
+    },
+    update(next) {
+      current = next;
+      for (const s of servers)
+        s.setSecureContext({ ca: next.ca, cert: next.cert, key: next.key, minVersion: 'TLSv1.3' });
+    },
   };
 }

@@ -26,6 +26,13 @@ interface ServeFlags {
   auditDatabase?: string;
   logLevel?: string;
   config?: string;
+  tlsCert?: string;
+  tlsKey?: string;
+  tlsCa?: string;
+  tlsClientAuth?: string;
+  peerTlsCert?: string;
+  peerTlsKey?: string;
+  peerTlsCa?: string;
 }
 
 /**
@@ -75,6 +82,16 @@ export function serveCommand(io: CliIO): Command {
       'ClickHouse password for the audit trail (default $FLOE_AUDIT_PASSWORD)',
     )
     .option('--audit-database <db>', 'ClickHouse database for the audit trail (default default)')
+    .option('--tls-cert <file>', 'PEM certificate (chain) for TLS on the RESP and HTTP ports (docs/tls.md)')
+    .option('--tls-key <file>', 'PEM private key of --tls-cert')
+    .option('--tls-ca <file>', 'PEM CA bundle that signs client certificates (and that members trust)')
+    .option('--tls-client-auth <mode>', 'client certificates: none, request or require (default none)')
+    .option(
+      '--peer-tls-cert <file>',
+      'PEM certificate for mutual TLS between members (with --peer-tls-key/-ca)',
+    )
+    .option('--peer-tls-key <file>', 'PEM private key of --peer-tls-cert')
+    .option('--peer-tls-ca <file>', 'PEM CA that signs every member’s peer certificate')
     .option('--log-level <level>', 'trace, debug, info, warn, error (default info or $FLOE_LOG_LEVEL)')
     .option('--config <file>', 'JSON file with the same settings in camelCase (nodeId, dataDir, ...)')
     .action(async (allFlags: ServeFlags & Record<string, unknown>) => {
@@ -103,7 +120,7 @@ export function serveCommand(io: CliIO): Command {
         throw new CommandFailedError(`node ${config.nodeId} cannot start: ${(err as Error).message}`);
       }
       io.err(
-        `floe: node ${config.nodeId} serving (http ${config.httpAddr}, peers ${config.peerAddr}, data ${config.dataDir})\n`,
+        `floe: node ${config.nodeId} serving (http ${config.httpAddr}, peers ${config.peerAddr}, data ${config.dataDir}${config.tls ? ', client tls' : ''}${config.peerTls ? ', peer mtls' : ''})\n`,
       );
       let fatal: string | undefined;
       await new Promise<void>((resolve) => {
@@ -116,6 +133,11 @@ export function serveCommand(io: CliIO): Command {
         };
         process.once('SIGTERM', onSignal);
         process.on('SIGINT', onSignal);
+        // SIGHUP: read the TLS certificate files again; a bad file keeps the old ones (logged by name).
+        process.on('SIGHUP', () => {
+          const r = running.reloadTls();
+          for (const m of r.messages) io.err(`floe: SIGHUP: ${m}\n`);
+        });
         running.node.once('stopped', (reason) => {
           if (reason.startsWith('fatal')) fatal = reason;
           if (reason.startsWith('fatal') || reason.startsWith('removed'))

@@ -2,6 +2,12 @@ import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { createRequire } from 'node:module';
 import { createServer, type Server, type Socket } from 'node:net';
+import {
+  type SecureContextOptions,
+  type TlsOptions,
+  type Server as TlsServer,
+  createServer as tlsCreateServer,
+} from 'node:tls';
 import { instrumentCommandTable, type RespCommandObserver } from '../metrics-resp.js';
 import { mergeDefined, serveLimits } from '../serve-limits.js';
 import type { RespBackend } from './backend.js';
@@ -40,6 +46,11 @@ export interface RespServerOptions {
   commands?: readonly CommandSpecInput[];
   /** Called after every command that reached its handler (metrics: name, seconds, ok). */
   onCommand?: RespCommandObserver;
+  /**
+   * TLS for clients (`redis-cli --tls`): certificate, key, CA and client-certificate policy as
+   * `tls.createServer` takes them. Default: plain TCP. See docs/tls.md.
+   */
+  tls?: TlsOptions;
 }
 
 /** Counters plus one row per connected client. */
@@ -73,6 +84,10 @@ export interface RespServer {
   stats(): RespServerStats;
   /** For tests and metrics; correctness never depends on them. */
   readonly events: EventEmitter<RespServerEvents>;
+  /** Whether clients connect with TLS. */
+  readonly tls: boolean;
+  /** New TLS connections use this material (certificate reload); open ones keep theirs. Throws without TLS. */
+  setSecureContext(options: SecureContextOptions): void;
   /** Stop listening, close every client, release every timer. Idempotent. */
   close(): Promise<void>;
 }
@@ -174,35 +189,43 @@ export async function startRespServer(opts: RespServerOptions): Promise<RespServ
     },
   };
 
-  const server: Server = createServer(
-    // The write high-water mark must not exceed maxOutputBytes, or 'drain' (which resumes a paused client)
-    // would not be emitted for a buffer between the two.
-    // allowHalfOpen: a client that shuts down its sending side still gets its replies (see ClientConnection).
-    { noDelay: true, allowHalfOpen: true, highWaterMark: Math.min(16 * 1024, limits.maxOutputBytes) },
-    (socket) => {
-      counters.totalConnections++;
-      if (sessions.size >= limits.maxClients) {
-        counters.rejectedConnections++;
-        refuse(socket, 'max-clients');
-        return;
-      }
-      const ip = socket.remoteAddress ?? '?';
-      const fromIp = perAddress.get(ip) ?? 0;
-      if (fromIp >= limits.maxClientsPerAddress) {
-        counters.rejectedConnections++;
-        refuse(socket, 'max-clients-per-address');
-        return;
-      }
-      perAddress.set(ip, fromIp + 1);
-      socket.once('close', () => {
-        const n = (perAddress.get(ip) ?? 1) - 1;
-        if (n <= 0) perAddress.delete(ip);
-        else perAddress.set(ip, n);
-      });
-      const id = nextId++;
-      sessions.set(id, new ClientConnection(id, socket, state, hooks));
-    },
-  );
+  // The write high-water mark must not exceed maxOutputBytes, or 'drain' (which resumes a paused client)
+  // would not be emitted for a buffer between the two.
+  // allowHalfOpen: a client that shuts down its sending side still gets its replies (see ClientConnection).
+  const socketOptions = {
+    noDelay: true,
+    allowHalfOpen: true,
+    highWaterMark: Math.min(16 * 1024, limits.maxOutputBytes),
+  };
+  // With TLS the callback runs once the handshake is done ('secureConnection'): a client that fails it
+  // (no or a bad client certificate, plain text on a TLS port) never becomes a session.
+  const makeServer = (onSocket: (socket: Socket) => void): Server =>
+    opts.tls
+      ? tlsCreateServer({ ...socketOptions, ...opts.tls }, onSocket)
+      : createServer(socketOptions, onSocket);
+  const server: Server = makeServer((socket) => {
+    counters.totalConnections++;
+    if (sessions.size >= limits.maxClients) {
+      counters.rejectedConnections++;
+      refuse(socket, 'max-clients');
+      return;
+    }
+    const ip = socket.remoteAddress ?? '?';
+    const fromIp = perAddress.get(ip) ?? 0;
+    if (fromIp >= limits.maxClientsPerAddress) {
+      counters.rejectedConnections++;
+      refuse(socket, 'max-clients-per-address');
+      return;
+    }
+    perAddress.set(ip, fromIp + 1);
+    socket.once('close', () => {
+      const n = (perAddress.get(ip) ?? 1) - 1;
+      if (n <= 0) perAddress.delete(ip);
+      else perAddress.set(ip, n);
+    });
+    const id = nextId++;
+    sessions.set(id, new ClientConnection(id, socket, state, hooks));
+  });
 
   /** Redis's answer to one client too many: the error, then close. */
   const refuse = (socket: Socket, reason: 'max-clients' | 'max-clients-per-address'): void => {
@@ -232,6 +255,14 @@ export async function startRespServer(opts: RespServerOptions): Promise<RespServ
   };
 
   server.on('error', (err) => logger.error({ err }, 'RESP server error'));
+  if (opts.tls) {
+    server.on('tlsClientError', (err: Error, socket: Socket) =>
+      logger.debug(
+        { addr: `${socket.remoteAddress ?? '?'}:${socket.remotePort ?? 0}`, err: err.message },
+        'RESP TLS handshake failed',
+      ),
+    );
+  }
 
   await new Promise<void>((resolve, reject) => {
     const onError = (err: Error) => reject(err);
@@ -266,6 +297,11 @@ export async function startRespServer(opts: RespServerOptions): Promise<RespServ
   return {
     address: listening,
     events,
+    tls: opts.tls !== undefined,
+    setSecureContext(options: SecureContextOptions): void {
+      if (!opts.tls) throw new Error('this RESP server was started without TLS');
+      (server as TlsServer).setSecureContext(options);
+    },
     stats(): RespServerStats {
       let paused = 0;
       const clients: RespServerStats['clients'] = [];
