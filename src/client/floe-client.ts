@@ -1,5 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { dirname } from 'node:path';
+import type { Registry } from 'prom-client';
 import {
   type Clock,
   type Layout,
@@ -15,6 +16,7 @@ import { hrtimeMonotonic, type MonotonicClock, readBootId } from './clocks.js';
 import { ClientOptionError, FloeRequestError, FloeUnavailableError } from './errors.js';
 import { type FetchLike, HttpTransport } from './http-transport.js';
 import { type LeaseCacheRecord, readLeaseCache, writeLeaseCache } from './lease-cache.js';
+import { ClientMetrics } from './metrics.js';
 import { FloeSequence, type SequenceOptions } from './sequence.js';
 import {
   checkReply,
@@ -61,6 +63,11 @@ export interface FloeClientOptions {
    * certificate: `{ ca }` (PEM) and optionally `{ cert, key }`. Ignored when `fetch` is given. docs/tls.md.
    */
   tls?: TlsClientOptions;
+  /**
+   * A prom-client Registry to register the SDK's metrics on (`floe_client_*`: calls, latency, leases held, renewals,
+   * losses, time left; docs/metrics.md). Several clients may share one. Default: no metrics.
+   */
+  metrics?: Registry;
   /** Default `setTimeout`-based, unref'd. */
   setTimer?: (fn: () => void, ms: number) => { cancel(): void };
   /** Default `setTimeout` promise. */
@@ -137,6 +144,7 @@ export class FloeClient {
   private readonly ctx: LeaseContext;
   private readonly sleep: (ms: number) => Promise<void>;
   private readonly leases = new Set<WorkerLease>();
+  private readonly metrics: ClientMetrics | undefined;
 
   constructor(options: FloeClientOptions) {
     if (!Array.isArray(options?.endpoints) || options.endpoints.length === 0) {
@@ -163,6 +171,8 @@ export class FloeClient {
       sleep: this.sleep,
       random: options.random ?? Math.random,
     });
+    this.metrics = options.metrics ? ClientMetrics.of(options.metrics) : undefined;
+    this.metrics?.instrumentTransport(this.transport);
     this.ctx = {
       transport: this.transport,
       wall,
@@ -416,6 +426,7 @@ export class FloeClient {
   /** Tracks a lease until it ends; its requestId claims end when the cluster has confirmed it no longer holds it. */
   private track(lease: WorkerLease, claims: string[]): WorkerLease {
     this.leases.add(lease);
+    this.metrics?.trackLease(lease, this.ctx.mono);
     const unclaim = () => {
       for (const k of claims) this.ctx.cacheHost.requestIds.delete(k);
     };
