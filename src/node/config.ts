@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { type HostPort, type HostPortRules, parseHostPort as parseAddress } from '../net/host-port.js';
 import type { NodeId } from '../raft/types.js';
 import type { MemberInfo } from './members.js';
 
@@ -70,13 +71,16 @@ export const DEFAULTS = {
   logLevel: 'info',
 };
 
-export function parseHostPort(flag: string, value: string): { host: string; port: number } {
-  const m = /^(\[[^\]]+\]|[^:\s]+):(\d{1,5})$/.exec(value.trim());
-  const port = m ? Number(m[2]) : Number.NaN;
-  if (!m || !(port >= 0 && port <= 65535)) {
-    throw new ConfigError(`${flag} must be HOST:PORT with a port in 0..65535 (got "${value}")`);
+/**
+ * A `host:port` flag (src/net/host-port.ts has the rules); a ConfigError naming the flag. Port 0 is
+ * allowed only where `rules.allowPortZero` says so (addresses to listen on).
+ */
+export function parseHostPort(flag: string, value: string, rules: HostPortRules = {}): HostPort {
+  try {
+    return parseAddress(value, flag, rules);
+  } catch (err) {
+    throw new ConfigError((err as Error).message);
   }
-  return { host: m[1]!.replace(/^\[|\]$/g, ''), port };
 }
 
 export function parseNodeId(flag: string, value: string | number): NodeId {
@@ -117,6 +121,9 @@ function bool(name: string, v: unknown): boolean {
   throw new ConfigError(`${name} must be true or false (got "${String(v)}")`);
 }
 
+/** Listen addresses may ask for any free port (0). */
+const LISTEN: HostPortRules = { allowPortZero: true };
+
 /** Flags beat the config file, which beats environment defaults, which beat built-in defaults. */
 export function resolveServeConfig(
   flags: RawServeOptions,
@@ -136,9 +143,9 @@ export function resolveServeConfig(
   const peerAddr = String(pick('peerAddr') ?? DEFAULTS.peerAddr);
   const httpAddr = String(pick('httpAddr') ?? DEFAULTS.httpAddr);
   const respAddr = String(pick('respAddr') ?? DEFAULTS.respAddr);
-  parseHostPort('--peer-addr', peerAddr);
-  parseHostPort('--http-addr', httpAddr);
-  parseHostPort('--resp-addr', respAddr);
+  parseHostPort('--peer-addr', peerAddr, LISTEN);
+  parseHostPort('--http-addr', httpAddr, LISTEN);
+  parseHostPort('--resp-addr', respAddr, LISTEN);
   const initial = pick('initialCluster');
   const initialCluster = initial ? parseInitialCluster(String(initial)) : [{ id: nodeId, peerAddr }];
   if (!initialCluster.some((m) => m.id === nodeId)) {

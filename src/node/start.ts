@@ -103,7 +103,7 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
   });
 
   let sink: TransportSink | undefined;
-  const peerListen = parseHostPort('--peer-addr', config.peerAddr);
+  const peerListen = parseHostPort('--peer-addr', config.peerAddr, { allowPortZero: true });
   const transport = await PeerTransport.start({
     nodeId: config.nodeId,
     clusterId: config.clusterId,
@@ -203,8 +203,8 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
     storage,
     audit,
   });
-  const httpListen = parseHostPort('--http-addr', config.httpAddr);
-  const respListen = parseHostPort('--resp-addr', config.respAddr);
+  const httpListen = parseHostPort('--http-addr', config.httpAddr, { allowPortZero: true });
+  const respListen = parseHostPort('--resp-addr', config.respAddr, { allowPortZero: true });
   let http: FastifyInstance | undefined;
   let resp: RespServer;
   try {

@@ -1,6 +1,7 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { TlsOptions } from 'node:tls';
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
+import { hostPortProblem } from '../net/host-port.js';
 import { NotLeaderError } from '../node/errors.js';
 import type { FloeNode } from '../node/node.js';
 import { allocProof, REMOTE_ALLOC_PATH } from '../sequences/remote-alloc.js';
@@ -21,6 +22,7 @@ import {
   limitedServerFactory,
   resolveHttpLimits,
 } from './http-limits.js';
+import { clusterView } from './dashboard/cluster-view.js';
 import { NodeMetrics } from './metrics.js';
 import { mergeDefined, serveLimits } from './serve-limits.js';
 
@@ -60,6 +62,7 @@ export interface HttpAdminOptions {
 }
 
 export type { ErrorBody };
+export { clusterView };
 
 /**
  * The HTTP listener every node runs: cluster status, health, Prometheus metrics, membership
@@ -189,12 +192,14 @@ export async function startHttpAdmin(opts: HttpAdminOptions): Promise<FastifyIns
       const { id, peerAddr, httpAddr } = req.body ?? {};
       if (!Number.isSafeInteger(id) || (id as number) <= 0)
         return reply.code(400).send({ error: 'bad_request', message: 'id must be a positive integer' });
-      if (typeof peerAddr !== 'string' || !/^[^:\s]+:\d{1,5}$/.test(peerAddr))
-        return reply.code(400).send({ error: 'bad_request', message: 'peerAddr must be HOST:PORT' });
+      const bad =
+        hostPortProblem(peerAddr, 'peerAddr') ??
+        (httpAddr == null ? undefined : hostPortProblem(httpAddr, 'httpAddr'));
+      if (bad) return reply.code(400).send({ error: 'bad_request', message: bad });
       try {
         await node.addMember({
           id: id as number,
-          peerAddr,
+          peerAddr: peerAddr as string,
           httpAddr: typeof httpAddr === 'string' ? httpAddr : undefined,
         });
         return clusterView(node);
@@ -336,32 +341,3 @@ function safeEqual(a: string, b: string): boolean {
   return x.length === y.length && timingSafeEqual(x, y);
 }
 
-export function clusterView(node: FloeNode<unknown>) {
-  const s = node.status();
-  const voters = new Set(s.conf.voters);
-  const learners = new Set(s.conf.learners);
-  return {
-    id: s.id,
-    role: s.role,
-    leader: s.lead,
-    term: s.term,
-    commit: s.commit,
-    applied: s.appliedIndex,
-    snapshotIndex: s.snapshotIndex,
-    members: s.members.map((m) => ({
-      id: m.id,
-      peerAddr: m.peerAddr,
-      httpAddr: m.httpAddr ?? null,
-      respAddr: m.respAddr ?? null,
-      role:
-        m.id === s.lead
-          ? 'leader'
-          : learners.has(m.id)
-            ? 'learner'
-            : voters.has(m.id)
-              ? 'follower'
-              : 'unknown',
-      match: s.progress?.[m.id]?.match ?? null,
-    })),
-  };
-}

@@ -314,10 +314,10 @@ describe('FaultProxy faults', () => {
     expect(() => proxy.setDelay(-1)).toThrow(/delay must be a finite number of ms >= 0, got -1/);
     expect(() => proxy.setBandwidth(Number.NaN)).toThrow(/bandwidth must be/);
     expect(() => proxy.blackhole('sideways' as never)).toThrow(/direction must be 'up', 'down' or 'both'/);
-    expect(() => parseHostPort('localhost', 'listen')).toThrow(/listen must be host:port/);
+    expect(() => parseHostPort('localhost', 'listen')).toThrow(/listen must be HOST:PORT/);
     expect(parseHostPort('[::1]:80', 'x')).toEqual({ host: '::1', port: 80 });
     await expect(FaultProxy.start({ listen: '127.0.0.1:0', target: 'nope' })).rejects.toThrow(
-      /target must be host:port/,
+      /target must be HOST:PORT/,
     );
     await expect(
       FaultProxy.start({ listen: '127.0.0.1:0', target: '127.0.0.1:1', maxBufferedBytes: 0 }),

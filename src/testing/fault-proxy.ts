@@ -13,6 +13,7 @@
 
 import { EventEmitter } from 'node:events';
 import net from 'node:net';
+import { formatHostPort, parseHostPort as parseAddress } from '../net/host-port.js';
 
 /** up: client to target. down: target to client. */
 export type Direction = 'up' | 'down' | 'both';
@@ -146,7 +147,7 @@ export class FaultProxy extends EventEmitter {
 
   /** "host:port" the proxy listens on. */
   get address(): string {
-    return formatHostPort(this.host, this.port);
+    return formatHostPort({ host: this.host, port: this.port });
   }
 
   /**
@@ -592,20 +593,13 @@ function checkDirection(direction: Direction): void {
   }
 }
 
-/** "127.0.0.1:8080", "localhost:0", "[::1]:9000". */
+/** "127.0.0.1:8080", "localhost:0", "[::1]:9000" (rules: src/net/host-port.ts; port 0 allowed). RangeError otherwise. */
 export function parseHostPort(s: string, what: string): { host: string; port: number } {
-  const m = /^(?:\[([^\]]+)\]|([^:[\]]+)):(\d{1,5})$/.exec(String(s));
-  const port = m ? Number(m[3]) : Number.NaN;
-  if (!m || port > 65535) {
-    throw new RangeError(
-      `${what} must be host:port with port 0-65535 (IPv6 as [addr]:port), got ${JSON.stringify(s)}`,
-    );
+  try {
+    return parseAddress(s, what, { allowPortZero: true });
+  } catch (err) {
+    throw new RangeError((err as Error).message);
   }
-  return { host: (m[1] ?? m[2])!, port };
-}
-
-function formatHostPort(host: string, port: number): string {
-  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
 }
 
 function mulberry32(seed: number): () => number {

@@ -1,3 +1,4 @@
+import { HostPortError, parseHostPort } from '../net/host-port.js';
 import type { Message, NodeId } from '../raft/types.js';
 import { TransportOptionError } from './errors.js';
 import { MAX_CLUSTER_ID_LENGTH } from './handshake.js';
@@ -203,11 +204,14 @@ function checkNodeId(name: string, v: unknown): void {
 
 /** Splits "host:port" or "[ipv6]:port". Throws TransportOptionError naming the bad address. */
 export function parsePeerAddress(addr: string): { host: string; port: number } {
-  const m = typeof addr === 'string' ? /^(?:\[([^\]]+)\]|([^:[\]]+)):(\d{1,5})$/.exec(addr) : null;
-  const host = m?.[1] ?? m?.[2];
-  const port = m ? Number(m[3]) : Number.NaN;
-  if (!host || !Number.isInteger(port) || port < 1 || port > 65535) {
-    throw new TransportOptionError('peer address', '"host:port" or "[ipv6]:port" with port 1..65535', addr);
+  try {
+    return parseHostPort(addr, 'peer address');
+  } catch (err) {
+    const reason = err instanceof HostPortError ? `; ${err.reason}` : '';
+    throw new TransportOptionError(
+      'peer address',
+      `"host:port" or "[ipv6]:port" with port 1..65535${reason}`,
+      addr,
+    );
   }
-  return { host, port };
 }

@@ -1,5 +1,6 @@
 import { Command } from 'commander';
-import { parseHostPort } from '../../node/config.js';
+import { ConfigError, parseHostPort } from '../../node/config.js';
+import { adminFetch, endpointUrl, sameScheme } from '../admin-http.js';
 import type { CliIO } from '../io.js';
 import { parseIntOption, UsageError } from '../io.js';
 
@@ -23,21 +24,26 @@ async function call<T>(
   body?: unknown,
   timeoutMs = 15_000,
 ): Promise<T> {
-  parseHostPort('--endpoint', endpoint);
-  let res: Response;
-  try {
-    res = await fetch(`http://${endpoint}${path}`, {
-      method,
-      headers: body === undefined ? {} : { 'content-type': 'application/json' },
-      body: body === undefined ? undefined : JSON.stringify(body),
-      signal: AbortSignal.timeout(timeoutMs),
-      redirect: 'follow',
-    });
-  } catch (err) {
-    throw new UsageError(
-      `cannot reach Floe at ${endpoint}: ${(err as Error).cause ?? (err as Error).message}`,
-    );
+  let url = endpointUrl('--endpoint', endpoint);
+  const fetch = adminFetch(process.env);
+  let res: Awaited<ReturnType<typeof fetch>> | undefined;
+  // Follows the leader by hand (307 with the leader's address), in the endpoint's scheme.
+  for (let hop = 0; hop < 4; hop++) {
+    try {
+      res = await fetch(`${url}${path}`, {
+        method,
+        headers: body === undefined ? {} : { 'content-type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+    } catch (err) {
+      throw new UsageError(`cannot reach Floe at ${url}: ${(err as Error).cause ?? (err as Error).message}`);
+    }
+    const location = res.status === 307 ? res.headers.get('location') : null;
+    if (!location) break;
+    url = location.startsWith('http') ? new URL(location).origin : sameScheme(url, location);
   }
+  if (!res) throw new UsageError(`no answer from ${url}`);
   const text = await res.text();
   let parsed: unknown;
   try {
@@ -96,7 +102,12 @@ export function clusterCommand(io: CliIO): Command {
     .action(
       async (id: string, peerAddr: string, opts: { endpoint: string; httpAddr?: string; json?: boolean }) => {
         const memberId = parseIntOption('<id>', id, 1, Number.MAX_SAFE_INTEGER);
-        parseHostPort('<peer-addr>', peerAddr);
+        try {
+          parseHostPort('<peer-addr>', peerAddr);
+        } catch (err) {
+          if (err instanceof ConfigError) throw new UsageError(err.message);
+          throw err;
+        }
         const v = await call<ClusterView>(
           opts.endpoint,
           'POST',

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { tryParseHostPort } from '../../net/host-port.js';
 
 /**
  * The 40-hex-digit node ID Redis Cluster clients expect (CLUSTER MYID / NODES / SLOTS), derived from the Floe
@@ -16,17 +17,7 @@ export function clusterNodeId(memberId: number): string {
 
 const cache = new Map<number, string>();
 
-/** `host:port` (host may be `[v6]`) → parts; undefined when it is not an address with a valid port. */
+/** `host:port` (IPv6 as `[v6]:port`) → parts; undefined when it is not one (rules: src/net/host-port.ts). */
 export function parseHostPort(addr: string | undefined): { host: string; port: number } | undefined {
-  if (!addr) return undefined;
-  const colon = addr.lastIndexOf(':');
-  if (colon <= 0) return undefined;
-  let host = addr.slice(0, colon);
-  const portText = addr.slice(colon + 1);
-  if (!/^[0-9]{1,5}$/.test(portText)) return undefined;
-  const port = Number(portText);
-  if (port < 1 || port > 65535) return undefined;
-  if (host.startsWith('[') && host.endsWith(']')) host = host.slice(1, -1);
-  if (host.length === 0) return undefined;
-  return { host, port };
+  return tryParseHostPort(addr);
 }
