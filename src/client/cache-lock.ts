@@ -96,6 +96,16 @@ export class CacheLock {
     }
   }
 
+  /**
+   * True when the lock file names another lock (another process took it over). A missing lock file is not
+   * another holder: this process may still write the cache it used (e.g. its release tombstone).
+   */
+  get heldByOther(): boolean {
+    if (this.released) return false;
+    const r = readRecord(this.env, this.path);
+    return r !== undefined && r.nonce !== this.record.nonce;
+  }
+
   /** True while the lock file still names this lock. */
   get owned(): boolean {
     return !this.released && readRecord(this.env, this.path)?.nonce === this.record.nonce;

@@ -1,6 +1,16 @@
 // Regression tests for the lease cache findings of the second review of issue 9 (F1, F2, F4): one lease, one cache
 // file, never resumed after a release may have taken effect.
-import { existsSync, linkSync, mkdirSync, mkdtempSync, readFileSync, renameSync, symlinkSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  linkSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -68,7 +78,9 @@ describe('one lease, one cache file (review finding F1)', () => {
         cachePath: b,
       }).catch((e: unknown) => e);
       expect(viaLink).toBeInstanceOf(ClientOptionError);
-      expect((viaLink as Error).message).toMatch(/a cache file of its own: .*alias\.json holds a lease record written by a process that used .*lease\.json/);
+      expect((viaLink as Error).message).toMatch(
+        /a cache file of its own: .*alias\.json holds a lease record written by a process that used .*lease\.json/,
+      );
       const viaOriginal = await lease(s, s.mk(sameProcess ? {} : { incarnation: 'proc-1' }), {
         ...opts,
         cachePath: a,
@@ -79,6 +91,25 @@ describe('one lease, one cache file (review finding F1)', () => {
 });
 
 describe('never resumed after a release may have taken effect (review finding F2)', () => {
+  it('round 3: the lock file removed behind the holder’s back, release() still writes the tombstone', async () => {
+    const s = setup();
+    s.cluster.poolSize = 1;
+    const cachePath = join(tmp(), 'lease.json');
+    const a = await lease(s, s.mk({ incarnation: 'A' }), { cachePath });
+    a.snowflake().next();
+    rmSync(`${cachePath}.lock`); // a tmp cleaner, an operator clearing "stale" locks
+    await a.release();
+    // Before the fix the release went out with no tombstone and the record stayed resumable.
+    expect(existsSync(cachePath) ? JSON.parse(readFileSync(cachePath, 'utf8')).released : true).toBe(true);
+    const q = await lease(s, s.mk({ incarnation: 'Q' }), { nodeId: 'n2' });
+    s.cluster.leader = undefined;
+    const again = await lease(s, s.mk({ incarnation: 'A2' }), { cachePath, acquireTimeoutMs: 200 }).catch(
+      (e: unknown) => e,
+    );
+    expect(again).not.toHaveProperty('resumedFromCache', true);
+    expect(q.valid).toBe(true);
+  });
+
   it('a call released the cached lease and then lost the cluster: a later call does not resume it', async () => {
     const s = setup();
     s.cluster.poolSize = 1;
@@ -161,7 +192,34 @@ describe('a moved cache (review finding F4)', () => {
     a.snowflake().next();
     leaveDeadLock(join(root, 'd1', 'lease.json'), 'boot-1', TTL);
     renameSync(join(root, 'd1'), join(root, 'd2'));
-    const l = await lease(s, s.mk({ incarnation: 'p1' }), { cachePath: join(root, 'd2', 'lease.json') });
+    // The old name's directory is gone: a moved cache, or a copy whose original was deleted while its writer may
+    // still run. The record is then only a floor: no resume, no release; the lease comes back once the old one ends.
+    const pending = lease(s, s.mk({ incarnation: 'p1' }), { cachePath: join(root, 'd2', 'lease.json') });
+    await s.time.advance(1_000);
+    s.cluster.expire('orders', a.workerId);
+    const l = await pending;
     expect(l.valid).toBe(true);
+    expect(l.resumedFromCache).toBe(false);
+    expect(s.cluster.requests.filter((r) => r.path.endsWith('/release'))).toEqual([]);
+  });
+
+  it('round 3: a copy of a live cache, its original directory deleted, cluster away: the copy is not resumed', async () => {
+    const s = setup();
+    const root = tmp();
+    mkdirSync(join(root, 'd1'));
+    mkdirSync(join(root, 'd2'));
+    const original = join(root, 'd1', 'lease.json');
+    const copy = join(root, 'd2', 'lease.json');
+    const a = await lease(s, s.mk({ incarnation: 'A' }), { cachePath: original });
+    a.snowflake().next();
+    copyFileSync(original, copy);
+    s.cluster.leader = undefined;
+    rmSync(join(root, 'd1'), { recursive: true, force: true }); // A still runs
+    // Before the fix B resumed A's lease from the stale copy: 34,490 duplicate IDs of 197,890.
+    const b = await lease(s, s.mk({ incarnation: 'B' }), { cachePath: copy, acquireTimeoutMs: 200 }).catch(
+      (e: unknown) => e,
+    );
+    expect(b).not.toHaveProperty('resumedFromCache', true);
+    expect(a.valid).toBe(true);
   });
 });

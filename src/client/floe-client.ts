@@ -315,13 +315,16 @@ export class FloeClient {
     try {
       // Holding the lock, we know the process that wrote this cache is gone.
       const cached = cachePath ? readLeaseCache(cachePath, o.app, o.nodeId, this.ctx.cacheFs) : undefined;
-      if (cached?.cachePath !== undefined && cachePath !== undefined) {
-        this.checkWrittenHere(cached.cachePath, cachePath);
-      }
+      // A record written under another name whose directory is gone (a moved cache, or a copy whose original was
+      // deleted while its writer may still run) gives only a floor: it is neither resumed nor released (round 3).
+      const foreign =
+        cached?.cachePath !== undefined && cachePath !== undefined
+          ? !this.checkWrittenHere(cached.cachePath, cachePath)
+          : false;
       const path = `/v1/apps/${encodeURIComponent(o.app)}/workers/acquire`;
       const started = mono();
       // Once a release of the cached lease was sent it may have freed the worker ID: never resume that lease then.
-      let releasedCached = false;
+      let releasedCached = foreign;
       for (;;) {
         try {
           const r = await this.transport.post<unknown>(
@@ -407,13 +410,15 @@ export class FloeClient {
   /**
    * A cache record names the (canonical) path its writer locked. Found under another name that still exists, it is a
    * hard link or a copy of another cache, which another process may use under that name's lock: two processes would
-   * then resume, release or use one lease (review findings R2, F1). Refused. A name whose directory is gone is a cache
-   * that was moved: nobody can use the old name any more.
+   * then resume, release or use one lease (review findings R2, F1). Refused. A name whose directory is gone may be a
+   * cache that was moved, or a copy whose original directory was deleted while its writer still runs: false, and the
+   * record then serves only as a floor (never resumed, never released).
    */
-  private checkWrittenHere(recorded: string, cachePath: string): void {
+  private checkWrittenHere(recorded: string, cachePath: string): boolean {
     const fs = this.ctx.cacheFs;
     const writer = fs.canonical(recorded);
-    if (writer === cachePath || !fs.exists(dirname(writer))) return;
+    if (writer === cachePath) return true;
+    if (!fs.exists(dirname(writer))) return false;
     throw new ClientOptionError(
       'cachePath',
       `a cache file of its own: ${cachePath} holds a lease record written by a process that used ${writer} ` +

@@ -320,7 +320,9 @@ export class WorkerLease extends EventEmitter {
         const path = `/v1/apps/${encodeURIComponent(this.app)}/workers/${this.workerId}/release`;
         // The cache says "released" durably before the release is sent: if it takes effect and its answer is lost,
         // a restarted process must not resume this lease from the cache (review finding F2).
-        if (this.tuning.cachePath !== undefined && this.tuning.lock?.owned !== false) {
+        // Unless another process holds the cache's lock now: a lock file removed behind our back is no reason to skip
+        // the tombstone (review round 3).
+        if (this.tuning.cachePath !== undefined && this.tuning.lock?.heldByOther !== true) {
           this.writeCache(this.usedUpToMs, 0, 0, true); // deadlines in the past, and marked released
         }
         let r: { body: unknown };
@@ -478,7 +480,12 @@ export class WorkerLease extends EventEmitter {
     if (gen && (gen.ceiling ?? -1) < use) gen.setCeiling(use);
   }
 
-  private writeCache(usedUpToMs: number, deadlineMono: number, deadlineWallMs: number, released = false): void {
+  private writeCache(
+    usedUpToMs: number,
+    deadlineMono: number,
+    deadlineWallMs: number,
+    released = false,
+  ): void {
     const record: LeaseCacheRecord = {
       version: 1,
       app: this.app,
@@ -510,7 +517,7 @@ export class WorkerLease extends EventEmitter {
   private dropCache(): void {
     const path = this.tuning.cachePath;
     if (path === undefined) return;
-    if (this.tuning.lock !== undefined && !this.tuning.lock.owned) return;
+    if (this.tuning.lock?.heldByOther === true) return;
     try {
       removeLeaseCache(path, this.ctx.cacheFs);
     } catch {

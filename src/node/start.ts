@@ -182,6 +182,7 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
       fetch: memberFetch(secret, config.nodeId, internalFetch),
     }),
     holder: `floe-node-${config.nodeId}`,
+    pinnedLayout: (app) => state.leases.pool(app)?.layout || undefined,
     cacheDir: join(config.dataDir, 'snowflake-leases'),
   });
   // Password checks on a thread of their own (never on libuv's pool, which the WAL's fsyncs use),

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { LeaseLostError } from '../client/errors.js';
 import type { FloeClient } from '../client/floe-client.js';
 import type { WorkerLease } from '../client/worker-lease.js';
-import { getLayout, type Snowflake } from '../id/index.js';
+import { getLayout, layoutFingerprint, type Snowflake } from '../id/index.js';
 import {
   DEFAULT_SNOWFLAKE_TTL_MS,
   encodeSnowflakeKeyCommand,
@@ -23,6 +23,11 @@ export interface SnowflakeServiceOptions {
     bits: number,
     datacenterBits: number,
   ): Promise<{ ok: boolean; message?: string }>;
+  /**
+   * The ID layout fingerprint the lease pool `app` is pinned to, if any (an SDK app of the same name, or an earlier
+   * key): a create with another layout must not resize that pool (review round 3).
+   */
+  pinnedLayout?(app: string): string | undefined;
   /** This node's SDK client (its own HTTP API, following the leader; authenticated as a member). */
   client: FloeClient;
   /** The lease holder's name, e.g. `floe-node-1`: a restarted node gets its worker ID back. */
@@ -73,6 +78,22 @@ export class SnowflakeService {
     const cmd = parseSnowflakeKeyCommand({ op: 'create', key, layout, ttlMs });
     if ('ok' in cmd) throw new SnowflakeRefusedError(cmd.code, cmd.message);
     const l = getLayout(layout);
+    // Refusals first, before the pool is touched: a refused create must leave the key and any app of the same name
+    // exactly as they were (it used to resize the pool and then be refused, breaking the key for good).
+    const existing = this.o.state.get(key);
+    if (existing && cmd.op === 'create' && (existing.layout !== cmd.layout || existing.ttlMs !== cmd.ttlMs))
+      throw new SnowflakeRefusedError(
+        'exists',
+        `snowflake key ${JSON.stringify(key)} exists with another layout or TTL`,
+      );
+    if (existing) return { created: false, info: existing };
+    const pinned = this.o.pinnedLayout?.(key);
+    if (pinned && pinned !== layoutFingerprint(l))
+      throw new SnowflakeRefusedError(
+        'layout_mismatch',
+        `the lease pool ${JSON.stringify(key)} is pinned to another ID layout (${pinned}) by earlier leases (an SDK app ` +
+          `or a deleted key of that name): choose another key name`,
+      );
     const pool = await this.o.configurePool(key, l.datacenterBits + l.workerBits, l.datacenterBits);
     if (!pool.ok)
       throw new SnowflakeRefusedError('pool', pool.message ?? 'the lease pool could not be sized');

@@ -587,6 +587,7 @@ function poolInfo(p: Pool): PoolInfo {
     size: p.size,
     leased: p.leased,
     known: p.records.size,
+    layout: p.layout,
   };
 }
 

@@ -211,6 +211,8 @@ export interface PoolInfo {
   leased: number;
   /** Worker IDs ever used (they carry a high-water mark). */
   known: number;
+  /** The ID layout fingerprint the app is pinned to ('' while none). */
+  layout: string;
 }
 
 /** A worker ID's replicated record, live or not. */
