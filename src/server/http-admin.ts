@@ -22,7 +22,6 @@ import {
   limitedServerFactory,
   resolveHttpLimits,
 } from './http-limits.js';
-import { clusterView } from './dashboard/cluster-view.js';
 import { NodeMetrics } from './metrics.js';
 import { mergeDefined, serveLimits } from './serve-limits.js';
 
@@ -62,7 +61,6 @@ export interface HttpAdminOptions {
 }
 
 export type { ErrorBody };
-export { clusterView };
 
 /**
  * The HTTP listener every node runs: cluster status, health, Prometheus metrics, membership
@@ -341,3 +339,32 @@ function safeEqual(a: string, b: string): boolean {
   return x.length === y.length && timingSafeEqual(x, y);
 }
 
+export function clusterView(node: FloeNode<unknown>) {
+  const s = node.status();
+  const voters = new Set(s.conf.voters);
+  const learners = new Set(s.conf.learners);
+  return {
+    id: s.id,
+    role: s.role,
+    leader: s.lead,
+    term: s.term,
+    commit: s.commit,
+    applied: s.appliedIndex,
+    snapshotIndex: s.snapshotIndex,
+    members: s.members.map((m) => ({
+      id: m.id,
+      peerAddr: m.peerAddr,
+      httpAddr: m.httpAddr ?? null,
+      respAddr: m.respAddr ?? null,
+      role:
+        m.id === s.lead
+          ? 'leader'
+          : learners.has(m.id)
+            ? 'learner'
+            : voters.has(m.id)
+              ? 'follower'
+              : 'unknown',
+      match: s.progress?.[m.id]?.match ?? null,
+    })),
+  };
+}
