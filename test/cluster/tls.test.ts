@@ -385,3 +385,58 @@ describe.skipIf(!hasOpenssl())(
     }, 30_000);
   },
 );
+
+describe.skipIf(!hasOpenssl())('floe dev --tls: a local CA and a TLS cluster in one command', () => {
+  it('makes the CA and node certificates, and redis-cli, curl-like HTTPS and floe cluster status work with the CA', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'floe-dev-tls-'));
+    const [base] = await freePorts(1);
+    const dev = spawn(
+      process.execPath,
+      [floeBin, 'dev', '--tls', '--nodes', '1', '--data-dir', dir, '--base-port', String(base)],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    let out = '';
+    dev.stdout!.on('data', (b: Buffer) => (out += b));
+    dev.stderr!.on('data', (b: Buffer) => (out += b));
+    try {
+      const ca = join(dir, 'tls', 'ca.pem');
+      await until(
+        'the dev node to elect itself over TLS',
+        async () => {
+          if (!/over TLS; try:/.test(out)) return undefined;
+          const v = await httpsJson<ClusterView>(`https://127.0.0.1:${base}/v1/cluster`, { ca: readPem(ca) });
+          return v?.status === 200 && v.body.role === 'leader' ? true : undefined;
+        },
+        30_000,
+      );
+      expect(out).toContain(`made a local CA and node certificates in ${join(dir, 'tls')}`);
+      const ping = await redisCli(['--tls', '--cacert', ca, '-p', String(base! + 10), 'PING']);
+      expect(ping.stdout.trim()).toBe('PONG');
+      const status = await new Promise<string>((resolve) =>
+        execFile(
+          process.execPath,
+          [floeBin, 'cluster', 'status', '--endpoint', `https://127.0.0.1:${base}`],
+          { env: { ...process.env, FLOE_TLS_CA: ca } },
+          (_e, stdout, stderr) => resolve(stdout + stderr),
+        ),
+      );
+      expect(status).toMatch(/^leader 1 /);
+      // Without the CA the node's certificate is not trusted, and the CLI says so.
+      const untrusted = await new Promise<string>((resolve) =>
+        execFile(
+          process.execPath,
+          [floeBin, 'cluster', 'status', '--endpoint', `https://127.0.0.1:${base}`],
+          (_e, stdout, stderr) => resolve(stdout + stderr),
+        ),
+      );
+      expect(untrusted).toMatch(/cannot reach Floe at https:\/\/127\.0\.0\.1:\d+: .*certificate/);
+    } finally {
+      const exited = once(dev, 'exit');
+      dev.kill('SIGTERM');
+      await exited;
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+});

@@ -3,14 +3,16 @@ import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { resolve } from 'node:path';
 import { Command } from 'commander';
+import { ensureDevCertificates } from '../../tls/dev-ca.js';
 import type { CliIO } from '../io.js';
-import { parseIntOption } from '../io.js';
+import { CommandFailedError, parseIntOption } from '../io.js';
 
 interface DevFlags {
   nodes: string;
   dataDir: string;
   basePort: string;
   host: string;
+  tls?: boolean;
 }
 
 /**
@@ -29,6 +31,10 @@ export function devCommand(io: CliIO): Command {
       '7380',
     )
     .option('--host <host>', 'address to listen on', '127.0.0.1')
+    .option(
+      '--tls',
+      'TLS everywhere: a local CA and node certificates in <data-dir>/tls (made once, with openssl), client TLS on RESP and HTTP, mutual TLS between peers',
+    )
     .action(async (flags: DevFlags) => {
       const n = parseIntOption('--nodes', flags.nodes, 1, 7);
       const base = parseIntOption('--base-port', flags.basePort, 1024, 65_000);
@@ -37,6 +43,21 @@ export function devCommand(io: CliIO): Command {
       const peer = (id: number) => `${flags.host}:${base + 20 + id - 1}`;
       const initialCluster = ids.map((id) => `${id}=${peer(id)}`).join(',');
       const script = process.argv[1] ?? resolve('dist/cli/main.js');
+      const tlsDir = resolve(flags.dataDir, 'tls');
+      let tls: ReturnType<typeof ensureDevCertificates> | undefined;
+      if (flags.tls) {
+        const hosts = [...new Set([flags.host, '127.0.0.1', 'localhost'])];
+        try {
+          tls = ensureDevCertificates(tlsDir, ids, hosts);
+        } catch (err) {
+          throw new CommandFailedError(
+            `cannot make the dev certificates in ${tlsDir}: ${(err as Error).message}`,
+          );
+        }
+        io.err(
+          `floe dev: ${tls.created ? 'made' : 'using'} a local CA and node certificates in ${tlsDir} (for ${hosts.join(', ')})\n`,
+        );
+      }
       const children: ChildProcess[] = [];
       for (const id of ids) {
         const args = [
@@ -56,6 +77,11 @@ export function devCommand(io: CliIO): Command {
           '--initial-cluster',
           initialCluster,
         ];
+        if (tls) {
+          const own = tls.nodes.get(id)!;
+          args.push('--tls-cert', own.cert, '--tls-key', own.key, '--tls-ca', tls.ca.cert);
+          args.push('--peer-tls-cert', own.cert, '--peer-tls-key', own.key, '--peer-tls-ca', tls.ca.cert);
+        }
         const child = spawn(process.execPath, args, {
           stdio: ['ignore', 'inherit', 'inherit'],
           // Own process group: a terminal's Ctrl-C reaches only `floe dev`, which stops each child once.
@@ -67,7 +93,15 @@ export function devCommand(io: CliIO): Command {
           `floe dev: node ${id} pid ${child.pid} http ${flags.host}:${base + id - 1} peer ${peer(id)}\n`,
         );
       }
-      io.err(`floe dev: ${n} nodes; try: floe cluster status --endpoint ${flags.host}:${base}\n`);
+      if (tls) {
+        const ca = tls.ca.cert;
+        io.err(
+          `floe dev: ${n} nodes over TLS; try:\n` +
+            `  FLOE_TLS_CA=${ca} floe cluster status --endpoint https://${flags.host}:${base}\n` +
+            `  redis-cli -c --tls --cacert ${ca} -h ${flags.host} -p ${base + 10} PING\n` +
+            `  curl --cacert ${ca} https://${flags.host}:${base}/v1/cluster\n`,
+        );
+      } else io.err(`floe dev: ${n} nodes; try: floe cluster status --endpoint ${flags.host}:${base}\n`);
       const exits = children.map((c) =>
         c.exitCode !== null ? Promise.resolve() : once(c, 'exit').then(() => {}),
       );
