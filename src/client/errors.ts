@@ -20,6 +20,8 @@ export type LeaseLostReason =
   | 'lease_expired'
   /** Another process took over the lease cache's lock (this process's lock was judged stale). */
   | 'cache_lock_lost'
+  /** The holder's own health check failed (`healthCheck`): it stopped generating and handed the worker ID back. */
+  | 'unhealthy'
   /** `release()` was called. */
   | 'released';
 

@@ -115,6 +115,14 @@ export interface LeaseWorkerOptions {
    * retried before the deadline (a margin of TTL/2 with renewals every TTL/2 would make the lease flap).
    */
   renewEveryMs?: number;
+  /**
+   * Run before every renewal: a holder that is alive but broken (its database gone, its disk full) must not keep its
+   * worker ID. When it returns false, throws, or takes longer than `healthCheckTimeoutMs`, the lease ends at once
+   * (`lost` with reason `unhealthy`; generators throw `LeaseLostError`) and is released. Default: none.
+   */
+  healthCheck?: () => boolean | Promise<boolean>;
+  /** How long a health check may take. Default min(1,000, renewEveryMs). */
+  healthCheckTimeoutMs?: number;
   /** How long to keep trying to acquire (unreachable cluster, or our own previous lease still held). Default TTL + 2,000. */
   acquireTimeoutMs?: number;
   /** With a cache: how much earlier than the cached wall-clock deadline to give up when the boot changed. Default TTL/10. */
@@ -247,7 +255,21 @@ export class FloeClient {
       ),
       // One name per file, so that every spelling (symbolic links, `..`) takes the same lock (review finding R2).
       cachePath: o.cachePath === undefined ? undefined : this.ctx.cacheFs.canonical(o.cachePath),
+      healthCheck: o.healthCheck,
+      healthCheckTimeoutMs: 0,
     };
+    if (o.healthCheck !== undefined && typeof o.healthCheck !== 'function')
+      throw new ClientOptionError(
+        'healthCheck',
+        'a function returning a boolean or a promise of one',
+        o.healthCheck,
+      );
+    tuning.healthCheckTimeoutMs = inRange(
+      'healthCheckTimeoutMs',
+      o.healthCheckTimeoutMs ?? Math.min(1000, tuning.renewEveryMs),
+      1,
+      tuning.renewEveryMs,
+    );
     const acquireTimeoutMs = inRange(
       'acquireTimeoutMs',
       o.acquireTimeoutMs ?? Math.min(3_600_000, ttlMs + 2000),

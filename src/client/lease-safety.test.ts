@@ -306,3 +306,44 @@ describe('issue 9 item 4: clocks the deadline must not trust', () => {
     expect(() => gen.next()).toThrow(CeilingReachedError);
   });
 });
+
+describe('issue 13: holder health (the SDK side)', () => {
+  it('a failing health check ends the lease at once and hands the worker ID back; a healthy one renews', async () => {
+    const s = setup();
+    let healthy = true;
+    const l = await lease(s, s.client, { ttlMs: 3000, healthCheck: () => healthy });
+    const gen = l.snowflake();
+    gen.next();
+    const renewals = () => s.cluster.requests.filter((r) => r.path.endsWith('/renew')).length;
+    await s.time.advance(1001); // one renewal period (TTL/3)
+    expect(renewals()).toBe(1);
+    expect(l.valid).toBe(true);
+    const lost: string[] = [];
+    l.on('lost', (e: LeaseLostError) => lost.push(e.reason));
+    healthy = false;
+    await s.time.advance(1001);
+    expect(lost).toEqual(['unhealthy']);
+    expect(renewals()).toBe(1); // no renewal after the failed check
+    expect(() => gen.next()).toThrow(LeaseLostError);
+    const releases = s.cluster.requests.filter((r) => r.path.endsWith('/release'));
+    expect(releases).toHaveLength(1);
+    expect(releases[0]?.body).toMatchObject({ token: l.token });
+  });
+
+  it('a health check that throws or never answers counts as failed', async () => {
+    for (const check of [
+      () => {
+        throw new Error('database gone');
+      },
+      () => new Promise<boolean>(() => {}),
+    ]) {
+      const s = setup();
+      const l = await lease(s, s.client, { ttlMs: 3000, healthCheck: check, healthCheckTimeoutMs: 200 });
+      const lost: LeaseLostError[] = [];
+      l.on('lost', (e: LeaseLostError) => lost.push(e));
+      await s.time.advance(1300);
+      expect(lost.map((e) => e.reason)).toEqual(['unhealthy']);
+      expect(lost[0]?.message).toMatch(/database gone|no answer within 200 ms/);
+    }
+  });
+});

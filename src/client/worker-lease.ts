@@ -65,6 +65,9 @@ export interface LeaseTuning {
   cachePath: string | undefined;
   /** The cache's lock, held by this lease from its acquire until it ends (set whenever `cachePath` is). */
   lock?: CacheLock;
+  /** The holder's health check, run before every renewal (see LeaseWorkerOptions.healthCheck). */
+  healthCheck?: () => boolean | Promise<boolean>;
+  healthCheckTimeoutMs?: number;
 }
 
 /** Payload of `renewed`. */
@@ -310,7 +313,8 @@ export class WorkerLease extends EventEmitter {
    */
   release(): Promise<ReleasedEvent> {
     if (this.releasing) return this.releasing;
-    const fenced = this.lostReason !== undefined && this.lostReason !== 'deadline';
+    const fenced =
+      this.lostReason !== undefined && this.lostReason !== 'deadline' && this.lostReason !== 'unhealthy';
     this.end('released', 'release() was called', false);
     const last = this.lastTimestampMs();
     this.releasing = (async () => {
@@ -385,6 +389,17 @@ export class WorkerLease extends EventEmitter {
     }
     this.renewing = true;
     try {
+      if (this.tuning.healthCheck !== undefined) {
+        const why = await this.checkHealth(this.tuning.healthCheck);
+        if (this.lostReason !== undefined) return;
+        if (why !== undefined) {
+          // Stop generating first, then hand the worker ID back (reporting the last timestamp used), as release()
+          // does: a broken holder keeps nothing. Were the release lost, the lease simply expires at its deadline.
+          this.end('unhealthy', `the holder's health check failed: ${why}`, true);
+          void this.release().catch(() => {});
+          return;
+        }
+      }
       const now = this.ctx.wall.now() + this.leadMs;
       // Promise a new bound only when the headroom runs low, so most renewals are not logged.
       const want =
@@ -442,6 +457,26 @@ export class WorkerLease extends EventEmitter {
       this.scheduleRenewal(e instanceof FloeUnavailableError ? 0 : Math.min(250, this.tuning.renewEveryMs));
     } finally {
       this.renewing = false;
+    }
+  }
+
+  /** Undefined when healthy, else why not (false, an exception, or no answer in time). */
+  private async checkHealth(check: () => boolean | Promise<boolean>): Promise<string | undefined> {
+    let timer: { cancel(): void } | undefined;
+    const ms = this.tuning.healthCheckTimeoutMs ?? 1000;
+    try {
+      const verdict = await Promise.race([
+        Promise.resolve().then(check),
+        new Promise<string>((resolve) => {
+          timer = this.ctx.setTimer(() => resolve(`no answer within ${ms} ms`), ms);
+        }),
+      ]);
+      if (verdict === true) return undefined;
+      return typeof verdict === 'string' ? verdict : `it returned ${String(verdict)}`;
+    } catch (e) {
+      return `it threw: ${(e as Error)?.message ?? String(e)}`;
+    } finally {
+      timer?.cancel();
     }
   }
 
