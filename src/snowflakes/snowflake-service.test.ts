@@ -30,7 +30,7 @@ function world() {
             lastTimestampMs: 0,
             boundMs: 0,
             ...body,
-          } as LeaseCommand);
+          } as unknown as LeaseCommand);
     const text = JSON.stringify(r.ok ? r : { error: r.code, message: r.message });
     return { status: r.ok ? 200 : 409, headers: { get: () => null }, text: async () => text };
   };
