@@ -1,10 +1,13 @@
 import { execFileSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, X509Certificate } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { TLSSocket } from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SnapshotMessage } from '../raft/types.js';
+import { issueCert, makeCa } from '../tls/dev-ca.js';
 import { startNode, type TestNode, waitFor } from './test-support.js';
 import { tlsSocketFactory } from './tls.js';
 
@@ -88,5 +91,70 @@ describe.skipIf(!hasOpenssl())('PeerTransport over mutual TLS', () => {
     plain.t.send([{ type: 'heartbeat', from: 3, to: 2, term: 1, commit: 0, context: new Uint8Array(0) }]);
     expect(plain.t.stats().peers[2]!.connected).toBe(false);
     expect(b.inbox.every((m) => m.from === 1)).toBe(true);
+  });
+});
+
+describe.skipIf(!hasOpenssl())('peer TLS: certificate rotation and a foreign CA', () => {
+  let dir = '';
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'floe-tls-rotate-'));
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('update() gives later connections the new certificate; a peer of another CA is refused', async () => {
+    const ca = makeCa(dir);
+    const one = issueCert(dir, 'one', ca, { hosts: ['127.0.0.1'] });
+    const two = issueCert(dir, 'two', ca, { hosts: ['127.0.0.1'] });
+    const other = makeCa(dir, 'other', '/CN=another CA');
+    const stranger = issueCert(dir, 'stranger', other, { hosts: ['127.0.0.1'] });
+    const pem = (p: string) => readFileSync(p);
+    const factory = tlsSocketFactory({ ca: pem(ca.cert), cert: pem(one.cert), key: pem(one.key) });
+    const accepted: string[] = [];
+    let onAccept: ((serial: string) => void) | undefined;
+    const server = factory.createServer((s) => {
+      const serial = String((s as TLSSocket).getPeerCertificate().serialNumber);
+      accepted.push(serial);
+      onAccept?.(serial);
+      s.end();
+    });
+    const nextAccept = () => new Promise<string>((r) => (onAccept = r));
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const port = (server.address() as AddressInfo).port;
+    const serialOf = (f: { cert: string }) => new X509Certificate(pem(f.cert)).serialNumber;
+    // Resolves with the server's serial once the server has accepted and closed (it ends every connection).
+    const dial = (f: typeof factory) =>
+      new Promise<string>((resolve, reject) => {
+        let serial = '';
+        const s = f.connect({ host: '127.0.0.1', port }, () => {
+          serial = (s as TLSSocket).getPeerCertificate().serialNumber;
+        }) as TLSSocket;
+        s.resume();
+        s.on('error', reject);
+        s.on('close', () => (serial ? resolve(serial) : reject(new Error('closed before the handshake'))));
+      });
+    try {
+      expect(await dial(factory)).toBe(serialOf(one));
+      factory.update({ ca: pem(ca.cert), cert: pem(two.cert), key: pem(two.key) });
+      const seen = nextAccept();
+      expect(await dial(factory)).toBe(serialOf(two)); // the server's new certificate
+      expect(await seen).toBe(serialOf(two)); // and the dialler's
+      // A member whose certificate another CA signed: its dial fails (it does not trust ours) and
+      // ours does not trust it either.
+      const foreign = tlsSocketFactory({
+        ca: pem(other.cert),
+        cert: pem(stranger.cert),
+        key: pem(stranger.key),
+      });
+      await expect(dial(foreign)).rejects.toThrow(/certificate/);
+      const mixed = tlsSocketFactory({ ca: pem(ca.cert), cert: pem(stranger.cert), key: pem(stranger.key) });
+      const before = accepted.length;
+      await dial(mixed).then(
+        () => undefined,
+        () => undefined,
+      );
+      expect(accepted.length).toBe(before); // the server refused its certificate in the handshake
+    } finally {
+      await new Promise((r) => server.close(r));
+    }
   });
 });
