@@ -303,10 +303,16 @@ describe.skipIf(!hasOpenssl())(
           ca.cert,
           '--tls-client-auth',
           'require',
+          '--peer-tls-cert',
+          live().cert,
+          '--peer-tls-key',
+          live().key,
+          '--peer-tls-ca',
+          ca.cert,
         ]),
       );
       await serve.waitFor(/serving .*client tls/);
-      const [, httpPort, respPort] = ports as [number, number, number];
+      const [peerPort, httpPort, respPort] = ports as [number, number, number];
 
       const withCert = await redisCli([
         '--tls',
@@ -332,6 +338,7 @@ describe.skipIf(!hasOpenssl())(
       const serialA = new (await import('node:crypto')).X509Certificate(readPem(a.cert)).serialNumber;
       const serialB = new (await import('node:crypto')).X509Certificate(readPem(b.cert)).serialNumber;
       expect(await servedSerial(respPort, ca.cert, client)).toBe(serialA);
+      expect(await servedSerial(peerPort, ca.cert, client)).toBe(serialA);
 
       // New files, SIGHUP: new connections (RESP and HTTPS) get the new certificate.
       copyFileSync(b.cert, live().cert);
@@ -341,6 +348,8 @@ describe.skipIf(!hasOpenssl())(
       await serve.waitFor(/SIGHUP: client TLS: reloaded \(serial/, mark);
       expect(await servedSerial(respPort, ca.cert, client)).toBe(serialB);
       expect(await servedSerial(httpPort, ca.cert, client)).toBe(serialB);
+      await serve.waitFor(/SIGHUP: peer TLS: reloaded \(serial/, mark);
+      expect(await servedSerial(peerPort, ca.cert, client)).toBe(serialB);
 
       // A key that does not match: the reload fails naming the file, the old certificate stays.
       copyFileSync(a.key, live().key);
