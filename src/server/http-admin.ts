@@ -12,6 +12,8 @@ import {
   SEQUENCE_NAMESPACE,
   type SequenceResult,
 } from '../state/sequences/index.js';
+import { clusterView } from './dashboard/cluster-view.js';
+import { type DashboardOptions, registerDashboard } from './dashboard/index.js';
 import type { FloeServices } from './floe-services.js';
 import { registerFloeApi } from './http-api.js';
 import { type ErrorBody, sendHttpError } from './http-errors.js';
@@ -58,9 +60,15 @@ export interface HttpAdminOptions {
   metrics?: NodeMetrics;
   /** Without `metrics`: register process and Node.js runtime metrics too. Default true. */
   defaultMetrics?: boolean;
+  /**
+   * The live dashboard at `/` (docs/dashboard.md); `false` leaves it out. `fetchMember` reads another
+   * member's `/v1/cluster` (default: plain `fetch` over http://; pass one that speaks the cluster's TLS).
+   */
+  dashboard?: false | (DashboardOptions & { fetchMember?: (httpAddr: string) => Promise<unknown> });
 }
 
 export type { ErrorBody };
+export { clusterView };
 
 /**
  * The HTTP listener every node runs: cluster status, health, Prometheus metrics, membership
@@ -92,6 +100,20 @@ export async function startHttpAdmin(opts: HttpAdminOptions): Promise<FastifyIns
     });
   metrics.attachHttp(app);
   const registry = metrics.registry;
+  if (opts.dashboard !== false) {
+    registerDashboard(
+      app,
+      {
+        node,
+        metrics,
+        leaseState: metrics.sources.leases,
+        leaseService: opts.services?.leases,
+        sequenceState: metrics.sources.sequences,
+        fetchMember: opts.dashboard?.fetchMember,
+      },
+      opts.dashboard,
+    );
+  }
 
   const fail = sendHttpError;
 
@@ -337,34 +359,4 @@ function safeEqual(a: string, b: string): boolean {
   const x = Buffer.from(a);
   const y = Buffer.from(b);
   return x.length === y.length && timingSafeEqual(x, y);
-}
-
-export function clusterView(node: FloeNode<unknown>) {
-  const s = node.status();
-  const voters = new Set(s.conf.voters);
-  const learners = new Set(s.conf.learners);
-  return {
-    id: s.id,
-    role: s.role,
-    leader: s.lead,
-    term: s.term,
-    commit: s.commit,
-    applied: s.appliedIndex,
-    snapshotIndex: s.snapshotIndex,
-    members: s.members.map((m) => ({
-      id: m.id,
-      peerAddr: m.peerAddr,
-      httpAddr: m.httpAddr ?? null,
-      respAddr: m.respAddr ?? null,
-      role:
-        m.id === s.lead
-          ? 'leader'
-          : learners.has(m.id)
-            ? 'learner'
-            : voters.has(m.id)
-              ? 'follower'
-              : 'unknown',
-      match: s.progress?.[m.id]?.match ?? null,
-    })),
-  };
 }

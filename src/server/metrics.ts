@@ -130,6 +130,11 @@ export class NodeMetrics {
     }
   }
 
+  /** What these metrics read (the dashboard reads the same). */
+  get sources(): NodeMetricsOptions {
+    return this.o;
+  }
+
   /** The RESP server calls this after every command (see instrumentCommandTable). */
   readonly observeRespCommand = (command: string, seconds: number, ok: boolean): void => {
     this.respCommands.inc({ command, result: ok ? 'ok' : 'error' });

@@ -1,0 +1,156 @@
+import type { FastifyInstance } from 'fastify';
+import { afterEach, describe, expect, it } from 'vitest';
+import { leaseNodeOf } from '../../lease/floe-node-adapter.js';
+import { LeaseService } from '../../lease/lease-service.js';
+import { MemoryNetwork, MemoryNodeStorage } from '../../node/memory-seams.js';
+import { FloeNode } from '../../node/node.js';
+import { FloeStateMachine } from '../../state/floe-state-machine.js';
+import { startHttpAdmin } from '../http-admin.js';
+import { NodeMetrics } from '../metrics.js';
+import type { DashboardSnapshot } from './index.js';
+
+let stop: (() => Promise<void>) | undefined;
+afterEach(async () => {
+  await stop?.();
+  stop = undefined;
+});
+
+async function singleNode(): Promise<{ base: string; app: FastifyInstance }> {
+  const net = new MemoryNetwork();
+  const transport = net.endpoint(1);
+  const state = new FloeStateMachine();
+  const node = new FloeNode<unknown>({
+    id: 1,
+    storage: new MemoryNodeStorage({ voters: [1], learners: [] }),
+    transport,
+    stateMachine: state,
+    initialMembers: [{ id: 1, peerAddr: 'mem:1' }],
+    tickMs: 10,
+    random: () => 0,
+  });
+  transport.bind(node);
+  const leases = new LeaseService({ node: leaseNodeOf(node), state: state.leases });
+  const metrics = new NodeMetrics({
+    node,
+    defaultMetrics: false,
+    leases: state.leases,
+    leaseService: leases,
+    sequences: state.sequences,
+  });
+  const app = await startHttpAdmin({
+    node,
+    kv: state.kv,
+    services: { node, leases, auth: state.auth },
+    metrics,
+    host: '127.0.0.1',
+    port: 0,
+    dashboard: { intervalMs: 50 },
+  });
+  node.start();
+  await node.waitForLeader();
+  await leases.whenReady();
+  stop = async () => {
+    leases.close();
+    await node.stop('test over');
+    await app.close();
+  };
+  const addr = app.server.address();
+  if (!addr || typeof addr === 'string') throw new Error('no address');
+  return { base: `http://127.0.0.1:${addr.port}`, app };
+}
+
+/** Reads server-sent events until `pred` holds for one; then closes the stream. */
+async function firstEvent(
+  url: string,
+  pred: (s: DashboardSnapshot) => boolean,
+  headers: Record<string, string> = {},
+): Promise<DashboardSnapshot> {
+  const ctl = new AbortController();
+  const res = await fetch(url, { headers, signal: ctl.signal });
+  expect(res.status).toBe(200);
+  expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
+  const reader = res.body!.getReader();
+  const dec = new TextDecoder();
+  let buf = '';
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) throw new Error('stream ended');
+      buf += dec.decode(value, { stream: true });
+      for (let i = buf.indexOf('\n\n'); i >= 0; i = buf.indexOf('\n\n')) {
+        const frame = buf.slice(0, i);
+        buf = buf.slice(i + 2);
+        const line = frame.split('\n').find((l) => l.startsWith('data: '));
+        if (!line) continue;
+        const s = JSON.parse(line.slice(6)) as DashboardSnapshot;
+        if (pred(s)) return s;
+      }
+    }
+  } finally {
+    ctl.abort();
+  }
+}
+
+describe('dashboard routes', () => {
+  it('serves the page, its script and style, a JSON snapshot and a live event stream with leases', async () => {
+    const { base, app } = await singleNode();
+    const page = await app.inject({ method: 'GET', url: '/' });
+    expect(page.statusCode).toBe(200);
+    expect(page.headers['content-type']).toMatch(/^text\/html/);
+    expect(page.body).toContain('/dashboard/app.js');
+    expect(page.headers['content-security-policy']).toContain("script-src 'self'");
+    const js = await app.inject({ method: 'GET', url: '/dashboard/app.js' });
+    expect(js.statusCode).toBe(200);
+    expect(js.body).toContain("new EventSource('/dashboard/events')");
+    // The whole page, script and style stay small.
+    const css = await app.inject({ method: 'GET', url: '/dashboard/style.css' });
+    expect(page.body.length + js.body.length + css.body.length).toBeLessThan(20_000);
+
+    const data = await app.inject({ method: 'GET', url: '/dashboard/data' });
+    expect(data.json()).toMatchObject({ node: { id: 1, role: 'leader', leader: 1 }, apps: [] });
+
+    const grant = await app.inject({
+      method: 'POST',
+      url: '/v1/apps/orders/workers/acquire',
+      payload: { nodeId: 'svc-a', ttlMs: 5000 },
+    });
+    expect(grant.statusCode).toBe(200);
+    const s = await firstEvent(`${base}/dashboard/events`, (x) => x.apps.length > 0);
+    expect(s.members).toEqual([expect.objectContaining({ id: 1, self: true, reachable: true })]);
+    const orders = s.apps[0]!;
+    expect(orders).toMatchObject({ app: 'orders', leased: 1 });
+    expect(orders.leases[0]).toMatchObject({ holder: 'svc-a', workerId: grant.json().workerId });
+    // The leader knows the deadline: time left is at most the TTL.
+    expect(orders.leases[0]!.timeLeftMs).toBeGreaterThan(0);
+    expect(orders.leases[0]!.timeLeftMs).toBeLessThanOrEqual(5000);
+    expect(s.series.http.length).toBeGreaterThan(0);
+  });
+
+  it('asks for Basic credentials once users exist and needs admin on *', async () => {
+    const { base, app } = await singleNode();
+    const add = (user: string, grants: Record<string, string[]>, auth?: string) =>
+      app.inject({
+        method: 'POST',
+        url: '/v1/users',
+        payload: { user, password: `${user}-password`, grants },
+        headers: auth ? { authorization: `Basic ${Buffer.from(auth).toString('base64')}` } : {},
+      });
+    expect((await add('root', { '*': ['admin'] })).statusCode).toBe(200);
+    expect((await add('app', { orders: ['acquire'] }, 'root:root-password')).statusCode).toBe(200);
+
+    for (const url of ['/', '/dashboard/data', '/dashboard/events']) {
+      const r = await app.inject({ method: 'GET', url });
+      expect(r.statusCode).toBe(401);
+      expect(r.headers['www-authenticate']).toBe('Basic realm="floe"');
+    }
+    const basic = (a: string) => ({ authorization: `Basic ${Buffer.from(a).toString('base64')}` });
+    expect(
+      (await app.inject({ method: 'GET', url: '/', headers: basic('app:app-password') })).statusCode,
+    ).toBe(403);
+    expect(
+      (await app.inject({ method: 'GET', url: '/', headers: basic('root:root-password') })).statusCode,
+    ).toBe(200);
+    const s = await firstEvent(`${base}/dashboard/events`, () => true, basic('root:root-password'));
+    expect(s.node.leader).toBe(1);
+  });
+});
