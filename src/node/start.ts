@@ -215,6 +215,8 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
       services,
       clusterSecret: secret,
       metrics,
+      // The dashboard reads the other members' /v1/cluster the way this node calls members.
+      dashboard: { scheme, ...(internalFetch ? { memberFetch: internalFetch } : {}) },
       host: httpListen.host,
       port: httpListen.port,
       ...(clientTls ? { tls: serverTlsOptions(clientTls.current, config.tls!.clientAuth) } : {}),

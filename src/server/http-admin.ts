@@ -13,7 +13,7 @@ import {
   type SequenceResult,
 } from '../state/sequences/index.js';
 import { clusterView } from './dashboard/cluster-view.js';
-import { type DashboardOptions, registerDashboard } from './dashboard/index.js';
+import { type DashboardOptions, type DashboardSources, registerDashboard } from './dashboard/index.js';
 import type { FloeServices } from './floe-services.js';
 import { registerFloeApi } from './http-api.js';
 import { type ErrorBody, sendHttpError } from './http-errors.js';
@@ -64,7 +64,7 @@ export interface HttpAdminOptions {
    * The live dashboard at `/` (docs/dashboard.md); `false` leaves it out. `fetchMember` reads another
    * member's `/v1/cluster` (default: plain `fetch` over http://; pass one that speaks the cluster's TLS).
    */
-  dashboard?: false | (DashboardOptions & { fetchMember?: (httpAddr: string) => Promise<unknown> });
+  dashboard?: false | (DashboardOptions & Pick<DashboardSources, 'fetchMember' | 'scheme' | 'memberFetch'>);
 }
 
 export type { ErrorBody };
@@ -110,6 +110,8 @@ export async function startHttpAdmin(opts: HttpAdminOptions): Promise<FastifyIns
         leaseService: opts.services?.leases,
         sequenceState: metrics.sources.sequences,
         fetchMember: opts.dashboard?.fetchMember,
+        scheme: opts.dashboard?.scheme ?? (opts.tls ? 'https' : 'http'),
+        memberFetch: opts.dashboard?.memberFetch,
       },
       opts.dashboard,
     );

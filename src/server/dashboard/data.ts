@@ -67,17 +67,29 @@ export interface DashboardSources {
   leaseState?: LeaseStateMachine;
   leaseService?: LeaseService;
   sequenceState?: SequenceStateMachine;
-  /** Fetches a member's `/v1/cluster` (default: global fetch over http://). */
+  /** Fetches a member's `/v1/cluster` (default: `memberFetch` or global fetch, over `scheme`). */
   fetchMember?: (httpAddr: string) => Promise<unknown>;
+  /** `https` when the members' HTTP listeners speak TLS. Default `http`. */
+  scheme?: 'http' | 'https';
+  /** The node's own fetch for calls to other members (with TLS: the cluster's CA and certificate). */
+  memberFetch?: (
+    url: string,
+    init: { signal: AbortSignal },
+  ) => Promise<{ ok: boolean; status: number; text(): Promise<string> }>;
 }
 
 type Reported = NonNullable<MemberRow['reported']>;
 
-const defaultFetchMember = async (httpAddr: string): Promise<unknown> => {
-  const res = await fetch(`http://${httpAddr}/v1/cluster`, { signal: AbortSignal.timeout(800) });
-  if (!res.ok) throw new Error(`status ${res.status}`);
-  return res.json();
-};
+const fetchMemberOf =
+  (s: DashboardSources) =>
+  async (httpAddr: string): Promise<unknown> => {
+    const get = s.memberFetch ?? ((url: string, init: { signal: AbortSignal }) => fetch(url, init));
+    const res = await get(`${s.scheme ?? 'http'}://${httpAddr}/v1/cluster`, {
+      signal: AbortSignal.timeout(800),
+    });
+    if (!res.ok) throw new Error(`status ${res.status}`);
+    return JSON.parse(await res.text());
+  };
 
 /** Builds snapshots; polls the other members (one request each in flight at most) when asked to. */
 export class DashboardData {
@@ -91,7 +103,7 @@ export class DashboardData {
   /** Asks every other member for its own view (answers arrive for the next snapshot). */
   pollMembers(): void {
     const st = this.s.node.status();
-    const fetchMember = this.s.fetchMember ?? defaultFetchMember;
+    const fetchMember = this.s.fetchMember ?? fetchMemberOf(this.s);
     for (const m of st.members) {
       if (m.id === st.id || !m.httpAddr || this.inFlight.has(m.id)) continue;
       this.inFlight.add(m.id);
