@@ -1,7 +1,8 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
-import type { TlsOptions } from 'node:tls';
+import type { TLSSocket, TlsOptions } from 'node:tls';
+import { showsUnverifiedCertificate } from '../tls/reloadable.js';
 
 /**
  * Timeouts and connection limits of the HTTP listener (issue 15 item 6). A slow client (headers or
@@ -165,6 +166,12 @@ export function limitedServerFactory(
       handler(req, res);
     });
     server.setTimeout(limits.idleTimeoutMs);
+    // Client certificates optional (`request`): one that does not verify is still refused.
+    if (tls?.requestCert && !tls.rejectUnauthorized) {
+      server.prependListener('secureConnection' as 'connection', (socket: Socket) => {
+        if (showsUnverifiedCertificate(socket as TLSSocket)) socket.destroy();
+      });
+    }
     const gate: Gate = {
       stats: { open: 0, refused: 0, maxPerAddress: 0, timedOut: 0 },
       perAddress: new Map(),

@@ -1,4 +1,4 @@
-import type { SecureContextOptions, TlsOptions } from 'node:tls';
+import type { SecureContextOptions, TLSSocket, TlsOptions } from 'node:tls';
 import {
   type CertInfo,
   CLIENT_TLS_LABELS,
@@ -10,7 +10,8 @@ import {
 
 /**
  * Client certificates asked of clients on the RESP and HTTP ports: `none` (default), `request`
- * (asked for and checked against the CA when sent, but not required) or `require` (a connection
+ * (asked for; a client without one is let in, one whose certificate the CA did not sign is not;
+ * see showsUnverifiedCertificate) or `require` (a connection
  * without a certificate signed by `--tls-ca` is refused during the TLS handshake).
  */
 export type ClientAuth = 'none' | 'request' | 'require';
@@ -90,4 +91,14 @@ export function serverTlsOptions(m: TlsMaterial, clientAuth: ClientAuth): TlsOpt
 export interface ListenerTls {
   source: ReloadableTls;
   clientAuth: ClientAuth;
+}
+
+/**
+ * `--tls-client-auth request`: a client may come without a certificate, but one that shows a
+ * certificate the CA did not sign is refused (Node alone would let it in, unverified).
+ */
+export function showsUnverifiedCertificate(socket: TLSSocket): boolean {
+  if (socket.authorized) return false;
+  const cert = socket.getPeerCertificate();
+  return cert !== null && typeof cert === 'object' && Object.keys(cert).length > 0;
 }

@@ -368,6 +368,42 @@ describe.skipIf(!hasOpenssl())(
       await serve.stop();
     }, 60_000);
 
+    it('--tls-client-auth request: without a certificate is fine, with one the CA did not sign is refused', async () => {
+      const other = makeCa(join(dir, 'other'), 'other', '/CN=not our CA');
+      const stranger = issueCert(join(dir, 'other'), 'stranger', other, {
+        hosts: [],
+        commonName: 'stranger',
+      });
+      const p = new ServeProcess(
+        args(['--tls-cert', a.cert, '--tls-key', a.key, '--tls-ca', ca.cert, '--tls-client-auth', 'request']),
+      );
+      try {
+        await p.waitFor(/serving .*client tls/);
+        const [, httpPort, respPort] = ports as [number, number, number];
+        const cli = (extra: string[]) =>
+          redisCli(['--tls', '--cacert', ca.cert, ...extra, '-p', String(respPort), 'PING']).then((r) =>
+            r.stdout.trim(),
+          );
+        expect(await cli([])).toBe('PONG');
+        expect(await cli(['--cert', client.cert, '--key', client.key])).toBe('PONG');
+        expect(await cli(['--cert', stranger.cert, '--key', stranger.key])).not.toBe('PONG');
+        const url = `https://127.0.0.1:${httpPort}/healthz`;
+        expect((await tlsFetch({ ca: readPem(ca.cert) })(url)).status).toBe(200);
+        expect(
+          (
+            await tlsFetch({ ca: readPem(ca.cert), cert: readPem(client.cert), key: readPem(client.key) })(
+              url,
+            )
+          ).status,
+        ).toBe(200);
+        await expect(
+          tlsFetch({ ca: readPem(ca.cert), cert: readPem(stranger.cert), key: readPem(stranger.key) })(url),
+        ).rejects.toThrow();
+      } finally {
+        await p.stop();
+      }
+    }, 30_000);
+
     it('an expired certificate, a key of another certificate or a bad flag stop the start with the file named', async () => {
       const old = issueCertWithDates(dir, 'old', ca, {
         commonName: 'old-node',

@@ -8,6 +8,7 @@ import {
   type Server as TlsServer,
   createServer as tlsCreateServer,
 } from 'node:tls';
+import { showsUnverifiedCertificate } from '../../tls/reloadable.js';
 import { instrumentCommandTable, type RespCommandObserver } from '../metrics-resp.js';
 import { mergeDefined, serveLimits } from '../serve-limits.js';
 import type { RespBackend } from './backend.js';
@@ -201,7 +202,21 @@ export async function startRespServer(opts: RespServerOptions): Promise<RespServ
   // (no or a bad client certificate, plain text on a TLS port) never becomes a session.
   const makeServer = (onSocket: (socket: Socket) => void): Server =>
     opts.tls
-      ? tlsCreateServer({ ...socketOptions, ...opts.tls }, onSocket)
+      ? tlsCreateServer({ ...socketOptions, ...opts.tls }, (socket) => {
+          // Client certificates optional (`request`): one that does not verify is still refused.
+          if (showsUnverifiedCertificate(socket)) {
+            logger.warn(
+              {
+                addr: `${socket.remoteAddress ?? '?'}:${socket.remotePort ?? 0}`,
+                err: socket.authorizationError,
+              },
+              'RESP client certificate refused',
+            );
+            socket.destroy();
+            return;
+          }
+          onSocket(socket);
+        })
       : createServer(socketOptions, onSocket);
   const server: Server = makeServer((socket) => {
     counters.totalConnections++;
