@@ -79,6 +79,33 @@ export { clusterView };
  * follow 307), and a JSON body naming the leader; with no known leader the reply is 503.
  */
 export async function startHttpAdmin(opts: HttpAdminOptions): Promise<FastifyInstance> {
+  const app = await buildHttpAdmin(opts);
+  return listenHttpAdmin(app, opts);
+}
+
+/** What `buildHttpAdmin` takes: everything but where to listen. */
+export type HttpAdminBuildOptions = Omit<HttpAdminOptions, 'host' | 'port'>;
+
+/** Listens on `host:port`; on failure (e.g. EADDRINUSE) the app is closed and the error thrown. */
+export async function listenHttpAdmin(
+  app: FastifyInstance,
+  where: { host: string; port: number },
+): Promise<FastifyInstance> {
+  try {
+    await app.listen({ host: where.host, port: where.port });
+  } catch (err) {
+    await app.close();
+    throw err;
+  }
+  return app;
+}
+
+/**
+ * Builds the HTTP app with every route, hook, metric and the dashboard, without listening: tests call
+ * `app.inject()`, `listenHttpAdmin` (or `startHttpAdmin`) puts it on a port. Pass
+ * `defaultMetrics: false` where many apps share one process (no process/runtime collectors).
+ */
+export async function buildHttpAdmin(opts: HttpAdminBuildOptions): Promise<FastifyInstance> {
   const { node, kv } = opts;
   const limits = resolveHttpLimits(mergeDefined(serveLimits().http, opts.limits));
   const app = Fastify({
@@ -348,7 +375,6 @@ export async function startHttpAdmin(opts: HttpAdminOptions): Promise<FastifyIns
     }
   });
 
-  await app.listen({ host: opts.host, port: opts.port });
   return app;
 }
 
