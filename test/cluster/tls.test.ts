@@ -187,6 +187,31 @@ describe.skipIf(!hasOpenssl())('TLS on a real 3-node cluster: clients and peers'
       'tls-ids',
     ]);
     expect(id.stdout.trim()).toMatch(/^\d+$/);
+    // A node-mode sequence: a follower allocates its segments from the leader over HTTPS.
+    await redisCli([
+      '-c',
+      '--tls',
+      '--cacert',
+      ca.cert,
+      '-p',
+      resp(leader),
+      'SEQ.CREATE',
+      'tls-node',
+      'MODE',
+      'node',
+      'STEP',
+      '10',
+    ]);
+    const fromFollower = await redisCli([
+      '--tls',
+      '--cacert',
+      ca.cert,
+      '-p',
+      resp(f.spec.id),
+      'INCR',
+      'tls-node',
+    ]);
+    expect(fromFollower.stdout.trim()).toMatch(/^\d+$/);
   }, 30_000);
 
   it('peers: the peer port speaks only mutual TLS', async () => {
