@@ -123,6 +123,12 @@ export interface LeaseWorkerOptions {
   healthCheck?: () => boolean | Promise<boolean>;
   /** How long a health check may take. Default min(1,000, renewEveryMs). */
   healthCheckTimeoutMs?: number;
+  /**
+   * A URL of this instance that answers 2xx while it is healthy. Sent with the acquire and every renewal; the leader
+   * GETs it every second and, after 3 failed probes in a row, refuses the lease's renewals (`lease_unhealthy`): the
+   * lease then ends (`lost` with reason `unhealthy`) and is released. Default: none.
+   */
+  healthUrl?: string;
   /** How long to keep trying to acquire (unreachable cluster, or our own previous lease still held). Default TTL + 2,000. */
   acquireTimeoutMs?: number;
   /** With a cache: how much earlier than the cached wall-clock deadline to give up when the boot changed. Default TTL/10. */
@@ -257,7 +263,18 @@ export class FloeClient {
       cachePath: o.cachePath === undefined ? undefined : this.ctx.cacheFs.canonical(o.cachePath),
       healthCheck: o.healthCheck,
       healthCheckTimeoutMs: 0,
+      healthUrl: o.healthUrl,
     };
+    if (o.healthUrl !== undefined) {
+      let ok = typeof o.healthUrl === 'string' && o.healthUrl.length <= 512;
+      try {
+        ok &&= ['http:', 'https:'].includes(new URL(o.healthUrl).protocol);
+      } catch {
+        ok = false;
+      }
+      if (!ok)
+        throw new ClientOptionError('healthUrl', 'an http(s) URL of at most 512 characters', o.healthUrl);
+    }
     if (o.healthCheck !== undefined && typeof o.healthCheck !== 'function')
       throw new ClientOptionError(
         'healthCheck',
@@ -358,6 +375,7 @@ export class FloeClient {
               incarnation: this.incarnation,
               boundMs: Math.ceil(wall.now() + tuning.boundWindowMs),
               layout: layoutFingerprint(layout),
+              ...(o.healthUrl === undefined ? {} : { healthUrl: o.healthUrl }),
             },
             { budgetMs: Math.max(0, acquireTimeoutMs - (mono() - started)) },
           );

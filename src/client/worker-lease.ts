@@ -68,6 +68,8 @@ export interface LeaseTuning {
   /** The holder's health check, run before every renewal (see LeaseWorkerOptions.healthCheck). */
   healthCheck?: () => boolean | Promise<boolean>;
   healthCheckTimeoutMs?: number;
+  /** Sent with every renewal, so that a new leader probes it too. */
+  healthUrl?: string;
 }
 
 /** Payload of `renewed`. */
@@ -410,7 +412,11 @@ export class WorkerLease extends EventEmitter {
       const path = `/v1/apps/${encodeURIComponent(this.app)}/workers/${this.workerId}/renew`;
       const r = await this.ctx.transport.post<unknown>(
         path,
-        { token: this.token, ...(want === undefined ? {} : { boundMs: want }) },
+        {
+          token: this.token,
+          ...(want === undefined ? {} : { boundMs: want }),
+          ...(this.tuning.healthUrl === undefined ? {} : { healthUrl: this.tuning.healthUrl }),
+        },
         { budgetMs: Math.min(budgetMs, Math.max(this.tuning.renewEveryMs, this.ctx.requestTimeoutMs)) },
       );
       if (this.lostReason !== undefined) return;
@@ -441,6 +447,12 @@ export class WorkerLease extends EventEmitter {
         this.end(e.serverCode as LeaseLostReason, e.message, true);
         this.dropCache();
         this.tuning.lock?.release();
+        return;
+      }
+      if (e instanceof FloeRequestError && e.serverCode === 'lease_unhealthy') {
+        // The leader's probes of our health URL failed: stop now and hand the worker ID back.
+        this.end('unhealthy', e.message, true);
+        void this.release().catch(() => {});
         return;
       }
       if (e instanceof CacheLockLost) {

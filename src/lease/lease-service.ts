@@ -19,6 +19,7 @@ import {
   type WorkerInfo,
 } from '../state/leases/types.js';
 import { DeadlineHeap, type HeapEntry } from './deadline-heap.js';
+import { checkHealthUrl, HealthProber, type HealthProberOptions } from './health-prober.js';
 import { ReadCoalescer } from './read-coalescer.js';
 import { type WhoisAnswer, whois } from './whois.js';
 
@@ -73,6 +74,8 @@ export interface LeaseServiceOptions {
   newRequestId?: () => string;
   /** Told about failures the service handles itself (expire proposals, seeding). Default: silent. */
   onError?: (what: string, err: unknown) => void;
+  /** Holder health probes (src/lease/health-prober.ts): probe function, interval, timeout, failures in a row. */
+  health?: Omit<HealthProberOptions, 'timers' | 'isLive'>;
 }
 
 export interface AcquireRequest {
@@ -87,6 +90,8 @@ export interface AcquireRequest {
   boundMs?: number;
   /** The ID layout fingerprint the holder generates with: pinned per app by the first acquire that names one. */
   layout?: string;
+  /** A URL the leader GETs to check the holder's health (issue 13); renewals are refused after failed probes. */
+  healthUrl?: string;
 }
 
 export interface RenewRequest {
@@ -95,6 +100,8 @@ export interface RenewRequest {
   token: number;
   /** Highest timestamp the holder will use before its next renewal. Raises the high-water mark. */
   boundMs?: number;
+  /** The holder's health URL again (so that a new leader learns it). */
+  healthUrl?: string;
 }
 
 export interface ReleaseRequest {
@@ -232,6 +239,8 @@ export class LeaseService {
   private readyWaiters: Array<() => void> = [];
   /** ReadIndex rounds shared by concurrent renewals (each still waits for a round started after it). */
   private readonly reads: ReadCoalescer;
+  /** The leader's probes of holders' health URLs. */
+  readonly health: HealthProber;
 
   /** Counters for metrics and tests. */
   readonly stats = {
@@ -271,6 +280,11 @@ export class LeaseService {
     this.newRequestId = opts.newRequestId ?? randomUUID;
     this.onError = opts.onError ?? (() => {});
     this.reads = new ReadCoalescer(() => this.node.linearizableRead());
+    this.health = new HealthProber({
+      ...opts.health,
+      timers: this.timers,
+      isLive: (app, workerId, token) => this.state.lease(app, workerId)?.token === token,
+    });
     this.unsubscribe.push(this.state.subscribe((e) => this.onEvent(e)));
     this.unsubscribe.push(this.node.onRoleChange((isLeader) => this.onRole(isLeader)));
     if (this.node.isLeader()) this.onRole(true);
@@ -302,6 +316,10 @@ export class LeaseService {
   // ---- client operations ---------------------------------------------------------------------
 
   async acquire(req: AcquireRequest): Promise<AcquireOk | LeaseError> {
+    if (req.healthUrl !== undefined) {
+      const bad = checkHealthUrl(req.healthUrl);
+      if (bad) return leaseError('invalid_argument', bad);
+    }
     this.requireLeader();
     const ttlMs = req.ttlMs ?? this.defaultTtlMs;
     const requestId = req.requestId ?? this.newRequestId();
@@ -334,6 +352,7 @@ export class LeaseService {
       } else {
         this.trackLive(r.app, r.workerId, r.token, r.ttlMs);
       }
+      if (req.healthUrl !== undefined) this.health.register(r.app, r.workerId, r.token, req.healthUrl);
     }
     return r;
   }
@@ -345,9 +364,21 @@ export class LeaseService {
       checkInt('token', req.token, 1, Number.MAX_SAFE_INTEGER) ??
       (req.boundMs === undefined ? undefined : checkInt('boundMs', req.boundMs, 0, Number.MAX_SAFE_INTEGER));
     if (bad) return bad;
+    if (req.healthUrl !== undefined) {
+      const badUrl = checkHealthUrl(req.healthUrl);
+      if (badUrl) return leaseError('invalid_argument', badUrl);
+    }
     this.requireLeader();
     const epoch = this.epoch;
     const { app, workerId, token } = req;
+    // A holder whose health URL failed its probes keeps nothing: it is not renewed, so it stops at its own deadline
+    // and the lease expires after it, as for a holder that crashed (never earlier).
+    const sick = this.health.unhealthy(app, workerId, token);
+    if (sick) {
+      this.health.stats.refusedRenewals++;
+      return leaseError('lease_unhealthy', `${sick}; the lease is not renewed and expires at its deadline`);
+    }
+    if (req.healthUrl !== undefined) this.health.register(app, workerId, token, req.healthUrl);
     // The high-water mark only grows, so reading it here (maybe slightly behind the log) can only
     // make us log a renewal that turns out not to raise anything: harmless.
     const raises = req.boundMs !== undefined && req.boundMs > this.state.highWaterMs(app, workerId);
@@ -456,7 +487,12 @@ export class LeaseService {
     this.clearTracking();
     this.seeded = false;
     this.leading = isLeader;
-    if (isLeader) this.seed(this.epoch);
+    // Health is the leader's own judgement: a new leader starts with every holder healthy.
+    this.health.stop();
+    if (isLeader) {
+      this.health.start();
+      this.seed(this.epoch);
+    }
   }
 
   /**

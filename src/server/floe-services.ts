@@ -52,6 +52,7 @@ export const LEASE_ERROR_STATUS: Record<LeaseError['code'], number> = {
   pool_busy: 409,
   layout_mismatch: 409,
   pool_split_fixed: 409,
+  lease_unhealthy: 409,
   stale_token: 409,
   not_held: 410,
   lease_expired: 410,

@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { FloeIdError, getLayout, type Layout } from '../id/index.js';
+import { checkHealthUrl } from '../lease/health-prober.js';
 import { NotLeaderError } from '../node/errors.js';
 import {
   decodeAuthCommand,
@@ -215,6 +216,7 @@ export function registerFloeApi(
       boundMs?: unknown;
       incarnation?: unknown;
       layout?: unknown;
+      healthUrl?: unknown;
     };
   }>('/v1/apps/:app/workers/acquire', async (req, reply) => {
     if (!allowed(req, reply, req.params.app, 'acquire')) return reply;
@@ -230,6 +232,8 @@ export function registerFloeApi(
         error: 'invalid_argument',
         message: 'layout must be a layout fingerprint string of 1..128 characters (see docs/leases.md)',
       });
+    const badUrl = b.healthUrl === undefined ? undefined : checkHealthUrl(b.healthUrl);
+    if (badUrl) return reply.code(400).send({ error: 'invalid_argument', message: badUrl });
     if (b.requestId !== undefined && typeof b.requestId !== 'string')
       return reply
         .code(400)
@@ -257,6 +261,7 @@ export function registerFloeApi(
           boundMs: optInt(b.boundMs),
           incarnation: b.incarnation,
           ...(b.layout === undefined ? {} : { layout: b.layout }),
+          ...(typeof b.healthUrl === 'string' ? { healthUrl: b.healthUrl } : {}),
         }),
       );
     } catch (err) {
@@ -264,7 +269,7 @@ export function registerFloeApi(
     }
   });
 
-  app.post<{ Params: WorkerParams; Body: { token?: unknown; boundMs?: unknown } }>(
+  app.post<{ Params: WorkerParams; Body: { token?: unknown; boundMs?: unknown; healthUrl?: unknown } }>(
     '/v1/apps/:app/workers/:workerId/renew',
     async (req, reply) => {
       if (!allowed(req, reply, req.params.app, 'renew')) return reply;
@@ -272,9 +277,17 @@ export function registerFloeApi(
       if (!ids) return reply;
       const boundMs = optInt(req.body?.boundMs);
       if (precheckFails(reply, { op: 'renew', app: req.params.app, ...ids, boundMs })) return reply;
+      const healthUrl = req.body?.healthUrl;
+      const badUrl = healthUrl === undefined ? undefined : checkHealthUrl(healthUrl);
+      if (badUrl) return reply.code(400).send({ error: 'invalid_argument', message: badUrl });
       try {
         return unwrap(
-          await leases.renew({ app: req.params.app, ...ids, boundMs: optInt(req.body?.boundMs) }),
+          await leases.renew({
+            app: req.params.app,
+            ...ids,
+            boundMs: optInt(req.body?.boundMs),
+            ...(typeof healthUrl === 'string' ? { healthUrl } : {}),
+          }),
         );
       } catch (err) {
         return leaseFail(reply, err, req.url);

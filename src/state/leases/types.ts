@@ -98,6 +98,8 @@ export type LeaseErrorCode =
   | 'layout_mismatch'
   /** configurePool would change the datacenter split of a pool whose worker IDs were used. */
   | 'pool_split_fixed'
+  /** (LeaseService only) the holder's health URL failed the leader's probes: the lease is not renewed. */
+  | 'lease_unhealthy'
   /** (LeaseService only) the leader's deadline for this lease has passed; it is being expired. */
   | 'lease_expired';
 
