@@ -8,6 +8,7 @@
 import { Agent, request } from 'node:http';
 import { parseArgs } from 'node:util';
 import { Etcd3 } from 'etcd3';
+import { parseHostPort } from '../src/net/host-port.js';
 import { Cluster, type ClusterView, http, until, waitForLeader } from '../test/cluster/harness.js';
 import { startEtcd, stopEtcd } from './etcd-cluster.js';
 
@@ -74,13 +75,13 @@ function fmt(r: Result): string {
 // whole server side; etcd3 likewise keeps its gRPC connections open).
 const agent = new Agent({ keepAlive: true, maxSockets: 64 });
 function floePut(addr: string, key: string): Promise<boolean> {
-  const [host, port] = addr.split(':');
+  const { host, port } = parseHostPort(addr, 'leader address');
   const body = JSON.stringify({ value: VALUE });
   return new Promise((resolve) => {
     const req = request(
       {
         host,
-        port: Number(port),
+        port,
         method: 'PUT',
         path: `/v1/kv/${key}`,
         agent,
