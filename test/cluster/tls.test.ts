@@ -232,6 +232,65 @@ describe.skipIf(!hasOpenssl())('TLS on a real 3-node cluster: clients and peers'
   });
 });
 
+describe.skipIf(!hasOpenssl())('TLS with client certificates required on a 3-node cluster', () => {
+  it("members show their own certificate on each other's HTTPS ports (address publication, Snowflake leases)", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'floe-tls-require-'));
+    const ca = makeCa(dir);
+    const node = issueCert(dir, 'node', ca, { hosts: ['127.0.0.1'] });
+    const client = issueCert(dir, 'client', ca, { hosts: [], commonName: 'ops' });
+    const cluster = await Cluster.create({
+      size: 3,
+      extraArgs: [
+        '--tls-cert',
+        node.cert,
+        '--tls-key',
+        node.key,
+        '--tls-ca',
+        ca.cert,
+        '--tls-client-auth',
+        'require',
+      ],
+    });
+    const tls = { ca: readPem(ca.cert), cert: readPem(client.cert), key: readPem(client.key) };
+    try {
+      cluster.startAll();
+      const leader = await until(
+        'a leader over HTTPS with every address published',
+        async () => {
+          const views = await Promise.all(
+            cluster.nodes.map((n) => httpsJson<ClusterView>(`https://${n.http}/v1/cluster`, tls)),
+          );
+          const v = views.find((x) => x?.status === 200 && x.body.role === 'leader');
+          return v?.body.members.every((m) => m.httpAddr !== null) ? v.body.id : undefined;
+        },
+        30_000,
+      );
+      const follower = cluster.nodes.find((n) => n.spec.id !== leader)!;
+      const cli = (port: number, ...cmd: string[]) =>
+        redisCli([
+          '-c',
+          '--tls',
+          '--cacert',
+          ca.cert,
+          '--cert',
+          client.cert,
+          '--key',
+          client.key,
+          '-p',
+          String(port),
+          ...cmd,
+        ]);
+      await cli(cluster.node(leader).spec.respPort, 'SNOWFLAKE.CREATE', 'req-ids');
+      const id = await cli(follower.spec.respPort, 'SNOWFLAKE.NEXT', 'req-ids');
+      expect(id.stdout.trim()).toMatch(/^\d+$/);
+    } finally {
+      await cluster.stopAll();
+      cluster.cleanup();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+});
+
 /** One `floe serve` child with its stderr collected, waited on by the lines it prints. */
 class ServeProcess {
   readonly proc: ChildProcess;
