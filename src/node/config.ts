@@ -49,6 +49,11 @@ export interface ServeConfig {
   tls?: { cert: string; key: string; ca?: string; clientAuth: 'none' | 'request' | 'require' };
   /** Mutual TLS between peers, inside which the cluster-secret handshake runs (docs/tls.md). */
   peerTls?: { cert: string; key: string; ca: string };
+  /**
+   * Where worker-ID leases live (docs/etcd-store.md): the built-in Raft log (default) or an etcd cluster
+   * (`endpoints` as http(s) URLs; `prefix` of this installation's keys).
+   */
+  store?: { kind: 'raft' } | { kind: 'etcd'; endpoints: string[]; prefix: string };
 }
 
 export class ConfigError extends Error {
@@ -191,7 +196,37 @@ export function resolveServeConfig(
         (k === 'auditPassword' ? env.FLOE_AUDIT_PASSWORD : undefined),
     ),
     ...tlsConfig((k) => (flags as Record<string, unknown>)[k] ?? (file as Record<string, unknown>)[k]),
+    store: storeConfig((k) => (flags as Record<string, unknown>)[k] ?? (file as Record<string, unknown>)[k]),
   };
+}
+
+/** `--store raft|etcd`, `--etcd-endpoints http://a:2379,...`, `--etcd-prefix /floe`. */
+function storeConfig(pick: (k: string) => unknown): NonNullable<ServeConfig['store']> {
+  const kind = String(pick('store') ?? 'raft');
+  const raw = pick('etcdEndpoints');
+  if (kind === 'raft') {
+    if (raw !== undefined) throw new ConfigError('--etcd-endpoints needs --store etcd');
+    return { kind };
+  }
+  if (kind !== 'etcd') throw new ConfigError(`--store must be raft or etcd (got "${kind}")`);
+  const list = Array.isArray(raw) ? raw.map(String) : raw === undefined ? [] : String(raw).split(',');
+  const endpoints = list.map((e) => e.trim()).filter((e) => e !== '');
+  if (endpoints.length === 0)
+    throw new ConfigError('--store etcd needs --etcd-endpoints http://host:2379[,http://host2:2379...]');
+  for (const e of endpoints) {
+    let u: URL | undefined;
+    try {
+      u = new URL(e);
+    } catch {}
+    if (!u || (u.protocol !== 'http:' && u.protocol !== 'https:') || !u.port)
+      throw new ConfigError(
+        `--etcd-endpoints: ${JSON.stringify(e)} is not a URL such as http://127.0.0.1:2379`,
+      );
+  }
+  const prefix = String(pick('etcdPrefix') ?? '/floe');
+  if (!/^\/[A-Za-z0-9._/-]{0,120}$/.test(prefix) || prefix.endsWith('/'))
+    throw new ConfigError(`--etcd-prefix must look like /floe (got "${prefix}")`);
+  return { kind: 'etcd', endpoints, prefix };
 }
 
 /** `--tls-*` and `--peer-tls-*` (camelCase in the config file): both halves of a pair, known values. */

@@ -17,6 +17,8 @@ import { type RespServer, startRespServer } from '../server/resp/index.js';
 import { memberFetch, SnowflakeService } from '../snowflakes/index.js';
 import { FloeStateMachine } from '../state/floe-state-machine.js';
 import { DurableStorage } from '../storage/durable-storage.js';
+import { EtcdLeaseStore } from '../store/etcd/etcd-lease-store.js';
+import { type LeaseStore, RaftLeaseStore } from '../store/lease-store.js';
 import { IdGenerator } from '../strategies/index.js';
 import { type SimpleFetch, type TlsClientOptions, tlsFetch } from '../tls/fetch.js';
 import { CLIENT_TLS_LABELS, PEER_TLS_LABELS, type TlsMaterial } from '../tls/material.js';
@@ -32,6 +34,8 @@ export interface RunningNode {
   http: FastifyInstance;
   resp: RespServer;
   leases: LeaseService;
+  /** The lease store seam the servers use: the built-in Raft store (`leases`) or etcd (`--store etcd`). */
+  store: LeaseStore;
   sequences: SequenceService;
   snowflakes: SnowflakeService;
   /** The audit trail: cluster events go here (docs/audit.md); applications may emit their own. */
@@ -140,6 +144,7 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
     state: state.leases,
     onError: (what, err) => logger.warn({ err: String(err) }, what),
   });
+  const store = leaseStoreOf(config, leases, state, node, logger);
   // The audit trail: the leader writes every applied lease and segment event (docs/audit.md). Subscribed before the
   // node starts, so entries replayed at start produce their events too (a new leader re-emits what it remembers).
   const audit = await createAuditPipeline({
@@ -174,7 +179,7 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
     state: state.snowflakes,
     propose: (cmd) => node.propose(cmd),
     configurePool: async (app, bits, dcBits) => {
-      const r = await leases.configurePool(app, bits, dcBits);
+      const r = await store.configurePool(app, bits, dcBits);
       return r.ok ? { ok: true } : { ok: false, message: r.message };
     },
     client: new FloeClient({
@@ -191,7 +196,16 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
     lookup: (user) => state.auth.passwordOf(user),
     revision: () => state.auth.revision,
   });
-  const services = { node, leases, sequences, snowflakes, auth: state.auth, memberSecret: secret, passwords };
+  const services = {
+    node,
+    leases,
+    store,
+    sequences,
+    snowflakes,
+    auth: state.auth,
+    memberSecret: secret,
+    passwords,
+  };
   // Prometheus metrics and the dashboard's figures (docs/metrics.md), served by the HTTP listener.
   const metrics = new NodeMetrics({
     node,
@@ -231,6 +245,7 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
       ...(clientTls ? { tls: serverTlsOptions(clientTls.current, config.tls!.clientAuth) } : {}),
     });
   } catch (err) {
+    await store.close();
     leases.close();
     sequences.close();
     auditor.close();
@@ -282,6 +297,7 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
     http,
     resp,
     leases,
+    store,
     sequences,
     snowflakes,
     audit,
@@ -319,6 +335,7 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
       closing ??= (async () => {
         // Hand the worker IDs back while the cluster can still take the release.
         await Promise.race([snowflakes.close(), new Promise((r) => setTimeout(r, 2000))]);
+        await store.close();
         leases.close();
         sequences.close();
         passwords.close();
@@ -334,6 +351,28 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
       return closing;
     },
   };
+}
+
+/** `--store raft` (default): the LeaseService over Raft. `--store etcd`: leases in etcd (docs/etcd-store.md). */
+function leaseStoreOf(
+  config: ServeConfig,
+  leases: LeaseService,
+  state: FloeStateMachine,
+  node: FloeNode<unknown>,
+  logger: pino.Logger,
+): LeaseStore {
+  if (config.store?.kind !== 'etcd')
+    return new RaftLeaseStore(leases, state.leases, () => node.linearizableRead());
+  const store = new EtcdLeaseStore({
+    endpoints: config.store.endpoints,
+    prefix: config.store.prefix,
+    self: { id: config.nodeId, httpAddr: config.httpAddr, respAddr: config.respAddr },
+    onError: (what, err) => logger.warn({ err: String(err) }, what),
+    onInfo: (what) =>
+      logger.info({ etcd: config.store?.kind === 'etcd' ? config.store.endpoints : [] }, what),
+  });
+  store.start();
+  return store;
 }
 
 /**

@@ -12,6 +12,8 @@ import { SnowflakeRefusedError, type SnowflakeService } from '../snowflakes/snow
 import type { AuthStateMachine, Permission } from '../state/auth/index.js';
 import type { LeaseError, LeaseGrant } from '../state/leases/index.js';
 import { MAX_VALUE, type SequenceInfo } from '../state/sequences/index.js';
+import { StoreUnavailableError } from '../store/errors.js';
+import type { LeaseStore } from '../store/lease-store.js';
 import type { PasswordVerifier } from './auth/password-verifier.js';
 import { precheckLease } from './lease-precheck.js';
 import {
@@ -33,6 +35,8 @@ import {
 export interface FloeServices {
   node: FloeNode<unknown>;
   leases: LeaseService;
+  /** The lease store seam (built-in Raft or etcd); the servers' lease routes go through it. Absent: `leases`. */
+  store?: LeaseStore;
   /** Absent where a node serves no sequences (some tests). */
   sequences?: SequenceService;
   /** Server-side Snowflake; absent in some tests. */
@@ -74,7 +78,10 @@ export function unwrap<T extends { ok: true }>(r: T | LeaseError): T {
 
 /** The RESP server's view of this node: roles from Raft, leases from the lease service. */
 export function respBackendOf(s: FloeServices): RespBackend {
-  const { node, leases, auth } = s;
+  const { node, auth } = s;
+  const leases = s.store ?? s.leases;
+  // On the etcd store the node that won the etcd election serves; the others answer MOVED to it.
+  const routing = s.store?.routing;
   const reply = (l: LeaseGrant & { expiresAtMs: number }): LeaseReply => ({
     app: l.app,
     workerId: l.workerId,
@@ -98,12 +105,14 @@ export function respBackendOf(s: FloeServices): RespBackend {
         throw new BackendError('ERR', `${err.refusal.code}: ${err.message}`);
       // Already logged by the lease service; never a grant.
       if (err instanceof LeaseReplyMismatchError) throw new BackendError('ERR', err.message);
+      if (err instanceof StoreUnavailableError) throw new BackendError('TRYAGAIN', err.message);
       throw err;
     }
   };
   return {
     nodeId: node.id,
     role() {
+      if (routing) return routing.isActive() ? 'leader' : 'follower';
       // Called on every keyed command: the leader answers without building a full status
       // (node.status() copies the members list; it was ~4% of the leader's CPU under renewals).
       if (node.isLeader) return 'leader';
@@ -113,7 +122,7 @@ export function respBackendOf(s: FloeServices): RespBackend {
       return st.role === 'follower' ? 'follower' : 'candidate';
     },
     leader() {
-      const h = node.leaderHint();
+      const h = routing ? routing.active() : node.leaderHint();
       return h ? { id: h.id, respAddr: h.respAddr } : undefined;
     },
     members(): RespMember[] {
@@ -209,6 +218,7 @@ export function respBackendOf(s: FloeServices): RespBackend {
       }),
     workerList: (req: WorkerListRequest) => call(async () => (await leases.list(req.app)).map(reply)),
     onTopologyChange(listener) {
+      if (routing) return routing.onChange(listener);
       node.on('role', listener);
       return () => node.off('role', listener);
     },

@@ -11,6 +11,7 @@ import {
   userAddCommand,
   userSetPasswordCommand,
 } from '../state/auth/index.js';
+import { StoreUnavailableError } from '../store/errors.js';
 import {
   basicCredentials,
   type FloeServices,
@@ -66,7 +67,8 @@ export function registerFloeApi(
   s: FloeServices,
   fail: (r: FastifyReply, e: unknown, path: string) => FastifyReply,
 ): void {
-  const { leases, auth, node } = s;
+  const { auth, node } = s;
+  const leases = s.store ?? s.leases;
   const verified = new Map<string, { user: string; revision: number }>();
 
   app.addHook('onRequest', async (req, reply) => {
@@ -144,6 +146,11 @@ export function registerFloeApi(
         .code(LEASE_ERROR_STATUS[err.refusal.code] ?? 400)
         .send({ error: err.refusal.code, message: err.message });
     }
+    if (err instanceof StoreUnavailableError)
+      return reply
+        .code(503)
+        .header('retry-after', '1')
+        .send({ error: 'store_unavailable', message: err.message });
     return fail(reply, err, path);
   };
 

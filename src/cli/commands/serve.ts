@@ -33,6 +33,9 @@ interface ServeFlags {
   peerTlsCert?: string;
   peerTlsKey?: string;
   peerTlsCa?: string;
+  store?: string;
+  etcdEndpoints?: string;
+  etcdPrefix?: string;
 }
 
 /**
@@ -92,6 +95,12 @@ export function serveCommand(io: CliIO): Command {
     )
     .option('--peer-tls-key <file>', 'PEM private key of --peer-tls-cert')
     .option('--peer-tls-ca <file>', 'PEM CA that signs every member’s peer certificate')
+    .option(
+      '--store <kind>',
+      'where worker-ID leases live: raft (built-in, default) or etcd (docs/etcd-store.md)',
+    )
+    .option('--etcd-endpoints <urls>', 'etcd client URLs for --store etcd: http://host:2379,...')
+    .option('--etcd-prefix <prefix>', 'key prefix of this installation in etcd (default /floe)')
     .option('--log-level <level>', 'trace, debug, info, warn, error (default info or $FLOE_LOG_LEVEL)')
     .option('--config <file>', 'JSON file with the same settings in camelCase (nodeId, dataDir, ...)')
     .action(async (allFlags: ServeFlags & Record<string, unknown>) => {

@@ -1,0 +1,161 @@
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+/** Free 127.0.0.1 ports (closed again before use; fine for a test machine). */
+export async function freePorts(n: number): Promise<number[]> {
+  const servers = await Promise.all(
+    Array.from({ length: n }, async () => {
+      const s = createServer();
+      s.listen(0, '127.0.0.1');
+      await once(s, 'listening');
+      return s;
+    }),
+  );
+  const ports = servers.map((s) => (s.address() as { port: number }).port);
+  await Promise.all(servers.map((s) => new Promise((r) => s.close(r))));
+  return ports;
+}
+
+/** Installs Debian's etcd-server when `etcd` is missing (CI images have it). */
+export function ensureEtcd(): void {
+  try {
+    execFileSync('etcd', ['--version'], { stdio: 'ignore' });
+  } catch {
+    execFileSync('apt-get', ['install', '-y', 'etcd-server', 'etcd-client'], {
+      stdio: 'ignore',
+      env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+    });
+  }
+}
+
+interface Member {
+  name: string;
+  clientPort: number;
+  peerPort: number;
+  proc: ChildProcess | undefined;
+}
+
+/**
+ * A real etcd 3.4 cluster (Debian's `etcd`) on 127.0.0.1 free ports, started by the test and stopped
+ * by PID. Members can be killed (SIGKILL) and started again on the same data directory.
+ */
+export class EtcdCluster {
+  readonly dir: string;
+  readonly members: Member[];
+  private readonly initialCluster: string;
+
+  private constructor(members: Member[]) {
+    this.dir = mkdtempSync(join(tmpdir(), 'floe-etcd-'));
+    this.members = members;
+    this.initialCluster = members.map((m) => `${m.name}=http://127.0.0.1:${m.peerPort}`).join(',');
+  }
+
+  static async start(size = 3): Promise<EtcdCluster> {
+    ensureEtcd();
+    const ports = await freePorts(size * 2);
+    const c = new EtcdCluster(
+      Array.from({ length: size }, (_, i) => ({
+        name: `e${i + 1}`,
+        clientPort: ports[i * 2]!,
+        peerPort: ports[i * 2 + 1]!,
+        proc: undefined,
+      })),
+    );
+    for (let i = 0; i < size; i++) c.startMember(i);
+    await c.waitHealthy();
+    return c;
+  }
+
+  get endpoints(): string[] {
+    return this.members.map((m) => `http://127.0.0.1:${m.clientPort}`);
+  }
+
+  startMember(i: number): void {
+    const m = this.members[i]!;
+    const proc = spawn(
+      'etcd',
+      [
+        '--name',
+        m.name,
+        '--data-dir',
+        join(this.dir, m.name),
+        '--listen-client-urls',
+        `http://127.0.0.1:${m.clientPort}`,
+        '--advertise-client-urls',
+        `http://127.0.0.1:${m.clientPort}`,
+        '--listen-peer-urls',
+        `http://127.0.0.1:${m.peerPort}`,
+        '--initial-advertise-peer-urls',
+        `http://127.0.0.1:${m.peerPort}`,
+        '--initial-cluster',
+        this.initialCluster,
+        '--initial-cluster-state',
+        'new',
+        '--initial-cluster-token',
+        'floe-test',
+        '--heartbeat-interval',
+        '100',
+        '--election-timeout',
+        '1000',
+        '--logger',
+        'zap',
+        '--log-outputs',
+        'stderr',
+        '--log-level',
+        'error',
+      ],
+      { stdio: ['ignore', 'ignore', 'ignore'] },
+    );
+    m.proc = proc;
+  }
+
+  kill(i: number): void {
+    const p = this.members[i]!.proc;
+    if (p?.pid && p.exitCode === null) process.kill(p.pid, 'SIGKILL');
+    this.members[i]!.proc = undefined;
+  }
+
+  /** Index of the member that is the Raft leader (from `etcdctl endpoint status`). */
+  leaderIndex(): number {
+    for (let i = 0; i < this.members.length; i++) {
+      if (!this.members[i]!.proc) continue;
+      try {
+        const out = execFileSync(
+          'etcdctl',
+          ['--endpoints', this.endpoints[i]!, 'endpoint', 'status', '-w', 'json', '--command-timeout=2s'],
+          { env: { ...process.env, ETCDCTL_API: '3' }, encoding: 'utf8' },
+        );
+        const st = JSON.parse(out) as { Status: { header: { member_id: number }; leader: number } }[];
+        const s = st[0]!.Status;
+        if (String(s.header.member_id) === String(s.leader)) return i;
+      } catch {}
+    }
+    return -1;
+  }
+
+  async waitHealthy(timeoutMs = 30_000): Promise<void> {
+    const until = Date.now() + timeoutMs;
+    const live = this.endpoints.filter((_, i) => this.members[i]!.proc);
+    for (;;) {
+      try {
+        execFileSync('etcdctl', ['--endpoints', live.join(','), 'endpoint', 'health', '--command-timeout=2s'], {
+          env: { ...process.env, ETCDCTL_API: '3' },
+          stdio: 'ignore',
+        });
+        return;
+      } catch {
+        if (Date.now() > until) throw new Error(`etcd cluster not healthy within ${timeoutMs} ms`);
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    }
+  }
+
+  stop(): void {
+    for (let i = 0; i < this.members.length; i++) this.kill(i);
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
