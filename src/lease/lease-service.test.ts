@@ -441,3 +441,33 @@ describe('LeaseService: every result must match the command it proposed (issue 9
     expect(svc.stats.expiredLeases).toBe(2);
   });
 });
+
+describe('LeaseService: refusals before the log (issue 15 item 2)', () => {
+  it('a release of a worker ID never leased, or with another token, is refused without a log entry', async () => {
+    const { svc, node } = setup();
+    await flush();
+    const a = await granted(svc, 'app', 'a');
+    const before = node.proposals;
+    expect(await svc.release({ app: 'app', workerId: 7, token: 1 })).toMatchObject({
+      ok: false,
+      code: 'not_held',
+    });
+    expect(await svc.release({ app: 'app', workerId: a.workerId, token: a.token + 1 })).toMatchObject({
+      ok: false,
+      code: 'stale_token',
+    });
+    expect(await svc.release({ app: 'nope', workerId: 0, token: 1 })).toMatchObject({
+      ok: false,
+      code: 'not_held',
+    });
+    expect(node.proposals).toBe(before);
+    // The live lease's release, and a retry of it, are still proposed (a retry may raise the mark).
+    expect(await svc.release({ app: 'app', workerId: a.workerId, token: a.token })).toMatchObject({
+      ok: true,
+    });
+    expect(
+      await svc.release({ app: 'app', workerId: a.workerId, token: a.token, lastTimestampMs: 5 }),
+    ).toMatchObject({ ok: true, alreadyReleased: true });
+    expect(node.proposals).toBe(before + 2);
+  });
+});

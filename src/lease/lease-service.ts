@@ -426,6 +426,16 @@ export class LeaseService {
 
   async release(req: ReleaseRequest): Promise<ReleaseOk | LeaseError> {
     this.requireLeader();
+    if (this.seeded) {
+      // Propose only what can change state: the live lease's release, or a retry of a release of this very token
+      // (it may still raise the mark). Anything else is refused here as apply would refuse it, with no log entry
+      // (issue 15 item 2: nothing the state would refuse reaches the log).
+      const w = this.state.worker(req.app, req.workerId);
+      if (!w || w.token !== req.token) {
+        const error = this.tokenError(req.app, req.workerId, req.token);
+        if (error) return error;
+      }
+    }
     const r = (await this.node.propose(
       encodeLeaseCommand({
         op: 'release',

@@ -272,3 +272,14 @@ describe('SequenceService (node mode)', () => {
     await expect(svc.incrBy('n', 1n)).rejects.toBeInstanceOf(NotLeader);
   });
 });
+
+describe('SequenceService.delete (issue 15 item 2)', () => {
+  it('a missing key is refused before the log; an existing one is deleted', async () => {
+    const { svc, node } = await setup();
+    const before = node.proposals.length;
+    await expect(svc.delete('nope')).rejects.toThrow(/no sequence "nope"/);
+    expect(node.proposals.length).toBe(before);
+    await svc.delete('orders');
+    expect(node.proposals.map((p) => p.op).slice(before)).toEqual(['delete']);
+  });
+});

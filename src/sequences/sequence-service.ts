@@ -326,6 +326,15 @@ export class SequenceService {
   async delete(key: string): Promise<void> {
     const problem = checkKey(key);
     if (problem) throw new SequenceRefusedError({ ok: false, code: 'invalid_argument', message: problem });
+    // A missing key is refused before the log (issue 15 item 2), after a ReadIndex round so that a key whose create
+    // was acknowledged (maybe by a previous leader) is seen.
+    await this.o.node.linearizableRead();
+    if (this.o.state.get(key) === undefined)
+      throw new SequenceRefusedError({
+        ok: false,
+        code: 'not_found',
+        message: `no sequence ${JSON.stringify(key)}`,
+      });
     const r = (await this.o.node.propose(encodeSequenceCommand({ op: 'delete', key }))) as SequenceResult;
     if (!r.ok) throw new SequenceRefusedError(r);
     if (r.op !== 'delete' || r.key !== key)
