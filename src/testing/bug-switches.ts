@@ -12,6 +12,9 @@
  *   checksum at the tail as if it were torn, silently dropping an fsynced record (and its vote).
  * - `client-no-cache-lock` (issue 9 item 2a): the lease cache's lock is taken whatever holds it, so a replacement
  *   started while the old process runs reads its cache and releases the lease the old process still uses.
+ * - `proposal-counter` (issue 9 item 1): the node answers a proposal with the result of any applied entry that carries
+ *   its origin and per-process counter, wherever it landed in the log (the counter restarts at 0 in every process),
+ *   so an entry of a previous incarnation answers a new proposal.
  * - `client-cache-no-fsync` (issue 9 item 2): the lease cache is written without fsync of the file or its directory,
  *   so a power loss can leave an older cache, whose use mark is below what was used.
  */
@@ -21,6 +24,7 @@ export const BUG_SWITCHES = [
   'wal-cut-complete-frame',
   'client-no-cache-lock',
   'client-cache-no-fsync',
+  'proposal-counter',
 ] as const;
 export type BugSwitch = (typeof BUG_SWITCHES)[number];
 
