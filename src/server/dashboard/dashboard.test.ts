@@ -5,6 +5,8 @@ import { LeaseService } from '../../lease/lease-service.js';
 import { MemoryNetwork, MemoryNodeStorage } from '../../node/memory-seams.js';
 import { FloeNode } from '../../node/node.js';
 import { FloeStateMachine } from '../../state/floe-state-machine.js';
+import { buildCreate, encodeSequenceCommand } from '../../state/sequences/codec.js';
+import type { SequenceCommand } from '../../state/sequences/types.js';
 import { startHttpAdmin } from '../http-admin.js';
 import { NodeMetrics } from '../metrics.js';
 import type { DashboardSnapshot } from './index.js';
@@ -15,7 +17,7 @@ afterEach(async () => {
   stop = undefined;
 });
 
-async function singleNode(): Promise<{ base: string; app: FastifyInstance }> {
+async function singleNode(): Promise<{ base: string; app: FastifyInstance; state: FloeStateMachine }> {
   const net = new MemoryNetwork();
   const transport = net.endpoint(1);
   const state = new FloeStateMachine();
@@ -56,7 +58,7 @@ async function singleNode(): Promise<{ base: string; app: FastifyInstance }> {
   };
   const addr = app.server.address();
   if (!addr || typeof addr === 'string') throw new Error('no address');
-  return { base: `http://127.0.0.1:${addr.port}`, app };
+  return { base: `http://127.0.0.1:${addr.port}`, app, state };
 }
 
 /** Reads server-sent events until `pred` holds for one; then closes the stream. */
@@ -152,5 +154,26 @@ describe('dashboard routes', () => {
     ).toBe(200);
     const s = await firstEvent(`${base}/dashboard/events`, () => true, basic('root:root-password'));
     expect(s.node.leader).toBe(1);
+  });
+
+  it('with more sequences than it sorts once a second, lists those that allocated last', async () => {
+    const { app, state } = await singleNode();
+    // Straight into the replicated state (the view is under test, not Raft): 6,000 sequences.
+    let index = 1_000_000;
+    const apply = (cmd: SequenceCommand) =>
+      state.sequences.apply(encodeSequenceCommand(cmd), { index: ++index, term: 1, leaderTimeMs: 0 });
+    for (let i = 0; i < 6000; i++) {
+      const c = buildCreate(`seq-${String(i).padStart(5, '0')}`, {});
+      if ('ok' in c) throw new Error(c.message);
+      apply(c);
+    }
+    const small = (await app.inject({ method: 'GET', url: '/dashboard/data' })).json() as DashboardSnapshot;
+    expect(small.sequencesTotal).toBe(6000);
+    expect(small.sequences).toEqual([]); // nothing allocated yet
+    for (const key of ['seq-04000', 'seq-00007', 'seq-05999'])
+      apply({ op: 'alloc', key, count: 10, owner: 'n1', requestId: `r-${key}`, exact: false });
+    const s = (await app.inject({ method: 'GET', url: '/dashboard/data' })).json() as DashboardSnapshot;
+    expect(s.sequences.map((q) => q.key)).toEqual(['seq-00007', 'seq-04000', 'seq-05999']);
+    expect(s.sequences[0]).toMatchObject({ mode: 'strict', step: 1000 });
   });
 });

@@ -15,6 +15,8 @@ import { clusterView } from './cluster-view.js';
 export const MAX_APPS = 50;
 export const MAX_LEASES = 200;
 export const MAX_SEQUENCES = 100;
+/** Up to this many sequences the page lists the first ones by key; above, the latest to allocate. */
+export const SORT_LIMIT = 5000;
 
 export interface MemberRow {
   id: number;
@@ -98,7 +100,21 @@ export class DashboardData {
   /** Per sequence key: samples of (time, high-water) over the last ~15 s, for the rate. */
   private readonly seqSamples = new Map<string, Array<[number, bigint]>>();
 
-  constructor(private readonly s: DashboardSources) {}
+  /** Keys of the latest allocations (at most MAX_SEQUENCES, oldest first). */
+  private readonly recent = new Set<string>();
+  private readonly unsubscribe: (() => void) | undefined;
+
+  constructor(private readonly s: DashboardSources) {
+    this.unsubscribe = s.sequenceState?.onAllocated((a) => {
+      this.recent.delete(a.key);
+      this.recent.add(a.key);
+      if (this.recent.size > MAX_SEQUENCES) this.recent.delete(this.recent.values().next().value as string);
+    });
+  }
+
+  close(): void {
+    this.unsubscribe?.();
+  }
 
   /** Asks every other member for its own view (answers arrive for the next snapshot). */
   pollMembers(): void {
@@ -210,7 +226,12 @@ export class DashboardData {
   private sequences(now: number): Pick<DashboardSnapshot, 'sequences' | 'sequencesTotal'> {
     const state = this.s.sequenceState;
     if (!state) return { sequences: [], sequencesTotal: 0 };
-    const list = state.list('', MAX_SEQUENCES);
+    // Listing sorts every key: fine for thousands, not for millions once a second. Past SORT_LIMIT keys the
+    // page shows the sequences that allocated most recently instead.
+    const list =
+      state.size <= SORT_LIMIT
+        ? state.list('', MAX_SEQUENCES)
+        : [...this.recent].flatMap((k) => state.get(k) ?? []).sort((a, b) => (a.key < b.key ? -1 : 1));
     const seen = new Set<string>();
     const sequences = list.map((i) => {
       seen.add(i.key);

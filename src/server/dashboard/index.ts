@@ -111,5 +111,6 @@ export function registerDashboard(
     for (const res of clients) res.end();
     clients.clear();
     stopIfIdle();
+    data.close();
   });
 }
