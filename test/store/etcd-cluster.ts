@@ -142,10 +142,14 @@ export class EtcdCluster {
     const live = this.endpoints.filter((_, i) => this.members[i]!.proc);
     for (;;) {
       try {
-        execFileSync('etcdctl', ['--endpoints', live.join(','), 'endpoint', 'health', '--command-timeout=2s'], {
-          env: { ...process.env, ETCDCTL_API: '3' },
-          stdio: 'ignore',
-        });
+        execFileSync(
+          'etcdctl',
+          ['--endpoints', live.join(','), 'endpoint', 'health', '--command-timeout=2s'],
+          {
+            env: { ...process.env, ETCDCTL_API: '3' },
+            stdio: 'ignore',
+          },
+        );
         return;
       } catch {
         if (Date.now() > until) throw new Error(`etcd cluster not healthy within ${timeoutMs} ms`);
