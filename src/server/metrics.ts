@@ -19,6 +19,7 @@ import type { SnowflakeService } from '../snowflakes/snowflake-service.js';
 import type { LeaseStateMachine } from '../state/leases/index.js';
 import type { SequenceStateMachine } from '../state/sequences/sequence-state-machine.js';
 import type { TransportStats } from '../transport/index.js';
+import { FastRequestMetrics } from './metrics-fast.js';
 import { LatencyWindow } from './metrics-window.js';
 
 /** Latency buckets (seconds) shared by request histograms: 100 µs … 10 s. */
@@ -64,8 +65,7 @@ export class NodeMetrics {
     http: new LatencyWindow(),
     commit: new LatencyWindow(),
   };
-  private readonly respCommands: Counter<'command' | 'result'>;
-  private readonly respDuration: Histogram<'command'>;
+  private readonly resp: FastRequestMetrics;
   private readonly httpRequests: Counter<'method' | 'route' | 'status'>;
   private readonly httpDuration: Histogram<'method' | 'route'>;
   private readonly unsubscribe: Array<() => void> = [];
@@ -80,18 +80,13 @@ export class NodeMetrics {
     const r = [registry];
 
     // ---- RESP and HTTP ------------------------------------------------------------------------
-    this.respCommands = new Counter({
-      name: 'floe_resp_commands_total',
-      help: 'RESP commands run, by command and result (ok, or error for an error reply).',
-      labelNames: ['command', 'result'],
-      registers: r,
-    });
-    this.respDuration = new Histogram({
-      name: 'floe_resp_command_duration_seconds',
-      help: 'Time from a RESP command starting to its reply being ready.',
-      labelNames: ['command'],
+    this.resp = new FastRequestMetrics(registry, {
+      counterName: 'floe_resp_commands_total',
+      counterHelp: 'RESP commands run, by command and result (ok, or error for an error reply).',
+      histogramName: 'floe_resp_command_duration_seconds',
+      histogramHelp: 'Time from a RESP command starting to its reply being ready.',
+      label: 'command',
       buckets: LATENCY_BUCKETS,
-      registers: r,
     });
     this.httpRequests = new Counter({
       name: 'floe_http_requests_total',
@@ -137,8 +132,7 @@ export class NodeMetrics {
 
   /** The RESP server calls this after every command (see instrumentCommandTable). */
   readonly observeRespCommand = (command: string, seconds: number, ok: boolean): void => {
-    this.respCommands.inc({ command, result: ok ? 'ok' : 'error' });
-    this.respDuration.observe({ command }, seconds);
+    this.resp.observe(command, seconds, ok);
     this.windows.resp.observe(seconds, ok);
   };
 
