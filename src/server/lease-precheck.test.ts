@@ -77,7 +77,12 @@ describe('lease requests are checked completely before they are proposed', () =>
       ['POST', '/v1/apps/a/workers/acquire', { nodeId: 'n', incarnation: 'x'.repeat(500) }, 'incarnation'],
       ['POST', '/v1/apps/a/workers/acquire', { nodeId: 'n', requestId: 5 }, 'requestId must be a string'],
       ['POST', '/v1/apps/a/workers/acquire', { nodeId: 'n', boundMs: 'abc' }, 'boundMs must be an integer'],
-      ['POST', '/v1/apps/a/workers/acquire', { nodeId: 'n', layout: 'x'.repeat(200) }, 'layout must be a string'],
+      [
+        'POST',
+        '/v1/apps/a/workers/acquire',
+        { nodeId: 'n', layout: 'x'.repeat(200) },
+        'layout must be a string',
+      ],
       ['POST', '/v1/apps/a/workers/acquire', { nodeId: 'n', layout: 7 }, 'layout must be a'],
       ['POST', '/v1/apps/a/workers/0/release', { token: -1 }, 'token must be an integer in 1..'],
       ['POST', '/v1/apps/a/workers/0/renew', { token: 0 }, 'token must be an integer in 1..'],

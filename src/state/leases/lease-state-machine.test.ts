@@ -325,7 +325,9 @@ describe('renew, release and expire', () => {
 describe('configurePool', () => {
   it('review finding F3: a pool whose worker IDs were used keeps its datacenter split (a resize would hand a used pair to another worker ID)', () => {
     const log = new FakeLog();
-    expect(log.run({ op: 'configurePool', app: 'app', bits: 6, datacenterBits: 1 })).toMatchObject({ ok: true });
+    expect(log.run({ op: 'configurePool', app: 'app', bits: 6, datacenterBits: 1 })).toMatchObject({
+      ok: true,
+    });
     const taken: number[] = [];
     // Lease worker IDs up to 32 (= datacenter 1, local worker 0 under 1 datacenter bit).
     for (let i = 0; i <= 32; i++) taken.push(log.grant('app', `n${i}`).workerId);
@@ -345,8 +347,12 @@ describe('configurePool', () => {
     const flat = new FakeLog();
     const l = flat.grant('flat', 'a');
     flat.run({ op: 'release', app: 'flat', workerId: l.workerId, token: l.token, lastTimestampMs: 0 });
-    expect(flat.run({ op: 'configurePool', app: 'flat', bits: 12, datacenterBits: 0 })).toMatchObject({ ok: true });
-    expect(flat.run({ op: 'configurePool', app: 'flat', bits: 4, datacenterBits: 0 })).toMatchObject({ ok: true });
+    expect(flat.run({ op: 'configurePool', app: 'flat', bits: 12, datacenterBits: 0 })).toMatchObject({
+      ok: true,
+    });
+    expect(flat.run({ op: 'configurePool', app: 'flat', bits: 4, datacenterBits: 0 })).toMatchObject({
+      ok: true,
+    });
     expect(expectError(flat.run({ op: 'configurePool', app: 'flat', bits: 4, datacenterBits: 1 })).code).toBe(
       'pool_split_fixed',
     );
