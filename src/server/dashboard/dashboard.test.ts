@@ -176,4 +176,16 @@ describe('dashboard routes', () => {
     expect(s.sequences.map((q) => q.key)).toEqual(['seq-00007', 'seq-04000', 'seq-05999']);
     expect(s.sequences[0]).toMatchObject({ mode: 'strict', step: 1000 });
   });
+
+  it('closing the app ends open event streams (close does not wait for them)', async () => {
+    const { base, app } = await singleNode();
+    const res = await fetch(`${base}/dashboard/events`);
+    const reader = res.body!.getReader();
+    await reader.read(); // the stream is open
+    const s = stop!;
+    stop = undefined;
+    await s(); // resolves: preClose ended the stream
+    for (;;) if ((await reader.read()).done) break;
+    expect(app.server.listening).toBe(false);
+  });
 });
