@@ -164,6 +164,8 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
     node: sequenceNodeOf(node),
     state: state.sequences,
     owner: `node-${config.nodeId}`,
+    // The values this node hands out, as ranges per segment, into the audit trail.
+    onRange: (r) => audit.emit({ type: 'ids_range', ...r }),
     autoCreate: config.seqAutoCreate ? {} : undefined,
     // node-mode sequences: followers allocate their own segments through the leader.
     remoteAlloc: httpRemoteAlloc({

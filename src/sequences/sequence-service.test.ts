@@ -283,3 +283,26 @@ describe('SequenceService.delete (issue 15 item 2)', () => {
     expect(node.proposals.map((p) => p.op).slice(before)).toEqual(['delete']);
   });
 });
+
+describe('SequenceService: issued ranges (the audit trail ids_range)', () => {
+  it('reports the values handed out per segment, contiguous runs merged, each value exactly once', async () => {
+    const ranges: { segment: bigint; first: bigint; last: bigint; count: bigint }[] = [];
+    const { svc } = await setup({ segmentLifetimeMs: 0, onRange: (r) => ranges.push(r), rangeReportMs: 60_000 });
+    const got: bigint[] = [];
+    for (let i = 0; i < 25; i++) got.push(await svc.incrBy('orders', 1n));
+    got.push(await svc.incrBy('orders', 3n)); // reserves 26..28
+    svc.close(); // reports what is pending
+    const covered: bigint[] = [];
+    for (const r of ranges) {
+      expect(r.count).toBe(r.last - r.first + 1n);
+      for (let v = r.first; v <= r.last; v++) covered.push(v);
+    }
+    expect(covered).toEqual(Array.from({ length: 28 }, (_, i) => BigInt(i + 1)));
+    // One range per segment of 10 (values 1-10, 11-20, 21-28).
+    expect(ranges.map((r) => [r.segment, r.first, r.last])).toEqual([
+      [1n, 1n, 10n],
+      [11n, 11n, 20n],
+      [21n, 21n, 28n],
+    ]);
+  });
+});

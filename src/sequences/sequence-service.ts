@@ -34,6 +34,12 @@ export interface SequenceServiceOptions {
   owner: string;
   /** Monotonic clock (ms) for the adaptive step. Default performance.now. */
   monotonic?: () => number;
+  /**
+   * Told about the values handed out, as ranges per segment: when a segment is left, when values stop being
+   * contiguous, and every `rangeReportMs` (default 1,000) for the segment in use. The audit trail's `ids_range`.
+   */
+  onRange?: (r: IssuedRange) => void;
+  rangeReportMs?: number;
   /** Fetch the next segment when this fraction of the current one is used. Default 0.5 (as March). */
   prefetchAt?: number;
   /**
@@ -80,9 +86,23 @@ export class SequenceOverloadedError extends Error {
 }
 
 interface Segment {
+  start: bigint;
   next: bigint;
   end: bigint;
   size: bigint;
+  /** Values handed out from this segment and not reported yet (`onRange`): [from, to], contiguous. */
+  pending?: { from: bigint; to: bigint };
+}
+
+/** Values of `key` this node handed out from one segment: [first, last], `count` of them (audit `ids_range`). */
+export interface IssuedRange {
+  key: string;
+  node: string;
+  /** The segment's first value (identifies the segment). */
+  segment: bigint;
+  first: bigint;
+  last: bigint;
+  count: bigint;
 }
 
 /** This leader's serving state of one key, valid for one term only. */
@@ -137,11 +157,58 @@ export class SequenceService {
     if (!(this.prefetchAt > 0 && this.prefetchAt <= 1)) throw new Error('prefetchAt must be in (0, 1]');
     this.lifetime = o.segmentLifetimeMs ?? 15 * 60_000;
     this.maxWaiters = o.maxWaitersPerKey ?? 10_000;
-    this.unsubscribe = o.node.onRoleChange(() => this.keys.clear());
+    this.unsubscribe = o.node.onRoleChange(() => {
+      this.reportAll(this.keys);
+      this.keys.clear();
+    });
+    if (o.onRange) {
+      this.rangeTimer = setInterval(() => {
+        this.reportAll(this.keys);
+        this.reportAll(this.nodeKeys);
+      }, o.rangeReportMs ?? 1000);
+      this.rangeTimer.unref();
+    }
+  }
+
+  private rangeTimer: ReturnType<typeof setInterval> | undefined;
+
+  /** Reports what was handed out from `seg` since its last report. */
+  private report(key: string, seg: Segment | undefined): void {
+    const p = seg?.pending;
+    if (!seg || !p || !this.o.onRange) return;
+    seg.pending = undefined;
+    this.o.onRange({
+      key,
+      node: this.o.owner,
+      segment: seg.start,
+      first: p.from,
+      last: p.to,
+      count: p.to - p.from + 1n,
+    });
+  }
+
+  private reportAll(keys: Map<string, KeyState>): void {
+    for (const [key, ks] of keys) {
+      this.report(key, ks.current);
+      this.report(key, ks.spare);
+    }
+  }
+
+  /** Notes [first, last] handed out from `seg` (reported later, merged with contiguous neighbours). */
+  private issued(key: string, seg: Segment, first: bigint, last: bigint): void {
+    if (!this.o.onRange) return;
+    if (seg.pending && seg.pending.to + 1n === first) seg.pending.to = last;
+    else {
+      this.report(key, seg);
+      seg.pending = { from: first, to: last };
+    }
   }
 
   close(): void {
     this.unsubscribe();
+    if (this.rangeTimer) clearInterval(this.rangeTimer);
+    this.reportAll(this.keys);
+    this.reportAll(this.nodeKeys);
     this.keys.clear();
   }
 
@@ -188,6 +255,8 @@ export class SequenceService {
         const seg = await this.allocate(key, ks, Number(count), true);
         if (this.keys.get(key) !== ks) continue; // the term changed while it was allocated
         ks.lastIssued = seg.end - 1n;
+        this.issued(key, seg, seg.start, seg.end - 1n);
+        this.report(key, seg);
         return seg.end - 1n;
       }
       if (ks.waiters >= this.maxWaiters) throw new SequenceOverloadedError(key, this.maxWaiters);
@@ -228,6 +297,8 @@ export class SequenceService {
         if (this.nodeKeys.get(key) !== ks) continue;
         if (ks.lastIssued !== undefined && seg.next <= ks.lastIssued) continue; // defensive: never go back
         ks.lastIssued = seg.end - 1n;
+        this.issued(key, seg, seg.start, seg.end - 1n);
+        this.report(key, seg);
         return seg.end - 1n;
       }
       if (ks.waiters >= this.maxWaiters) throw new SequenceOverloadedError(key, this.maxWaiters);
@@ -399,14 +470,19 @@ export class SequenceService {
       const cur = ks.current;
       if (cur && floor !== undefined && cur.next < floor) cur.next = cur.end < floor ? cur.end : floor;
       if (cur && cur.end - cur.next >= count) {
+        const first = cur.next;
         const last = cur.next + count - 1n;
         cur.next = last + 1n;
         ks.lastIssued = last;
+        this.issued(key, cur, first, last);
         return last;
       }
       if (!ks.spare) return undefined;
       // The rest of the current segment is too short: a gap, never a repeat.
-      if (cur) this.adapt(key, ks, cur);
+      if (cur) {
+        this.adapt(key, ks, cur);
+        this.report(key, cur);
+      }
       ks.current = ks.spare;
       ks.spare = undefined;
       ks.currentSince = this.mono();
@@ -437,7 +513,10 @@ export class SequenceService {
         if (this.mapOf(ks).get(key) !== ks) return; // a new term: this segment is left unused (a gap)
         if (ks.lastIssued !== undefined && seg.next <= ks.lastIssued) return; // below what was issued
         if (!ks.current || ks.current.next >= ks.current.end) {
-          if (ks.current) this.adapt(key, ks, ks.current);
+          if (ks.current) {
+            this.adapt(key, ks, ks.current);
+            this.report(key, ks.current);
+          }
           ks.current = seg;
           ks.currentSince = this.mono();
         } else ks.spare = seg;
@@ -456,7 +535,7 @@ export class SequenceService {
     const end = BigInt(r.end);
     if (start < 0n || end > MAX_VALUE + 1n || end <= start)
       throw new SequenceReplyMismatchError(`segment ${r.start}..${r.end} is out of range`);
-    return { next: start, end, size: end - start };
+    return { start, next: start, end, size: end - start };
   }
 
   private async proposeAlloc(
