@@ -287,7 +287,11 @@ describe('SequenceService.delete (issue 15 item 2)', () => {
 describe('SequenceService: issued ranges (the audit trail ids_range)', () => {
   it('reports the values handed out per segment, contiguous runs merged, each value exactly once', async () => {
     const ranges: { segment: bigint; first: bigint; last: bigint; count: bigint }[] = [];
-    const { svc } = await setup({ segmentLifetimeMs: 0, onRange: (r) => ranges.push(r), rangeReportMs: 60_000 });
+    const { svc } = await setup({
+      segmentLifetimeMs: 0,
+      onRange: (r) => ranges.push(r),
+      rangeReportMs: 60_000,
+    });
     const got: bigint[] = [];
     for (let i = 0; i < 25; i++) got.push(await svc.incrBy('orders', 1n));
     got.push(await svc.incrBy('orders', 3n)); // reserves 26..28
