@@ -87,6 +87,7 @@ export class FloeNodes {
   async stop(): Promise<void> {
     await Promise.all(
       this.nodes.map(async (n) => {
+        if (!n.running) return;
         n.signal('SIGCONT');
         await n.kill9();
       }),

@@ -131,6 +131,8 @@ export class EtcdLeaseStore implements LeaseStore {
   private closed = false;
   private epoch = 0;
   private lastErrorReport = Number.NEGATIVE_INFINITY;
+  /** The last session/election failure while etcd cannot be reached; undefined once a step succeeds. */
+  private etcdDown: unknown;
 
   readonly stats = {
     elections: 0,
@@ -249,6 +251,7 @@ export class EtcdLeaseStore implements LeaseStore {
   private depose(why: string): void {
     if (this.activeRev === undefined) return;
     this.activeRev = undefined;
+    this.activeHint = undefined;
     this.seeded = false;
     this.tracked.clear();
     this.epoch++;
@@ -272,7 +275,14 @@ export class EtcdLeaseStore implements LeaseStore {
       await this.keepAlive();
       if (this.activeRev === undefined) await this.campaign();
       else if (this.seeded) await this.expireDue();
+      this.etcdDown = undefined;
     } catch (err) {
+      this.etcdDown = err;
+      if (this.activeRev === undefined && this.activeHint !== undefined) {
+        // What etcd said last may be stale now: redirect nobody to it.
+        this.activeHint = undefined;
+        this.notify();
+      }
       const now = this.clock.monotonicMs();
       if (!this.closed && now - this.lastErrorReport >= 5000) {
         this.lastErrorReport = now;
@@ -398,7 +408,11 @@ export class EtcdLeaseStore implements LeaseStore {
   // ---- reads and the compare-and-swap loop -------------------------------------------------
 
   private requireActive(): void {
-    if (!this.isActive()) throw new NotLeaderError(this.opts.self.id, this.activeHint);
+    if (this.isActive()) return;
+    // Never a guess: while etcd cannot be reached nobody is known to be active, and the caller is told why.
+    if (this.etcdDown !== undefined)
+      throw new StoreUnavailableError(this.endpoints, 'finding the active Floe node', this.etcdDown);
+    throw new NotLeaderError(this.opts.self.id, this.activeHint);
   }
 
   /** Runs an etcd call; a failure becomes StoreUnavailableError (nothing was written). */
