@@ -131,6 +131,8 @@ export class EtcdLeaseStore implements LeaseStore {
   private closed = false;
   private epoch = 0;
   private lastErrorReport = Number.NEGATIVE_INFINITY;
+  /** Whole-pool commands of one app run one at a time here: they would only lose each other's compares. */
+  private readonly poolQueues = new Map<string, Promise<unknown>>();
   /** The last session/election failure while etcd cannot be reached; undefined once a step succeeds. */
   private etcdDown: unknown;
 
@@ -451,7 +453,7 @@ export class EtcdLeaseStore implements LeaseStore {
       this.deposed(res);
       throw new NotLeaderError(this.opts.self.id, this.activeHint);
     }
-    const loaded: LoadedApp = { app, meta: undefined, metaMod: '0', records: new Map() };
+    const loaded: LoadedApp = { app, meta: undefined, metaMod: '0', seqMod: '0', records: new Map() };
     for (let i = 0; i < reads.length; i++) {
       for (const kv of rangeOf(res, i)?.kvs ?? []) this.absorb(loaded, kv);
     }
@@ -462,7 +464,8 @@ export class EtcdLeaseStore implements LeaseStore {
     const key = kv.key.toString();
     const p = this.keys.parse(key);
     if (!p || p.app !== loaded.app) return;
-    if (p.workerId === undefined) {
+    if (p.kind === 'seq') loaded.seqMod = kv.mod_revision;
+    else if (p.workerId === undefined) {
       loaded.meta = { value: parseMeta(kv.value.toString(), key), mod: kv.mod_revision };
       loaded.metaMod = kv.mod_revision;
     } else {
@@ -489,6 +492,27 @@ export class EtcdLeaseStore implements LeaseStore {
     opts: { write?: (r: LeaseResult, loaded: LoadedApp) => boolean } = {},
   ): Promise<LeaseResult> {
     const cmd = command();
+    if (cmd.op !== 'acquire' && cmd.op !== 'configurePool') return this.cas(app, scope, workerId, cmd, opts);
+    const prev = this.poolQueues.get(app) ?? Promise.resolve();
+    const mine = prev.then(
+      () => this.cas(app, scope, workerId, cmd, opts),
+      () => this.cas(app, scope, workerId, cmd, opts),
+    );
+    this.poolQueues.set(app, mine);
+    try {
+      return await mine;
+    } finally {
+      if (this.poolQueues.get(app) === mine) this.poolQueues.delete(app);
+    }
+  }
+
+  private async cas(
+    app: string,
+    scope: 'all' | 'one',
+    workerId: number,
+    cmd: LeaseCommand,
+    opts: { write?: (r: LeaseResult, loaded: LoadedApp) => boolean },
+  ): Promise<LeaseResult> {
     for (let attempt = 1; attempt <= MAX_CAS_ATTEMPTS; attempt++) {
       const { loaded, rev } = await this.load(app, scope, workerId);
       // The revision this decision is made at, plus one: greater than any token or free mark in etcd.
@@ -497,19 +521,21 @@ export class EtcdLeaseStore implements LeaseStore {
       const r = sm.apply(encodeLeaseCommand(cmd), { index, term: 0, leaderTimeMs: this.clock.wallMs() });
       if (!r.ok || (opts.write && !opts.write(r, loaded))) return r;
       const ch = changesOf(sm, loaded);
-      // Acquires and pool changes serialise on the pool key (they read the whole pool).
-      const touchMeta = ch.meta !== undefined || cmd.op === 'acquire' || cmd.op === 'configurePool';
-      if (!touchMeta && ch.records.length === 0) return r;
+      // Acquires and pool changes read the whole pool: they serialise on the app's seq key.
+      const wholePool = cmd.op === 'acquire' || cmd.op === 'configurePool';
+      if (!wholePool && ch.meta === undefined && ch.records.length === 0) return r;
       const activeRev = this.activeRev;
       if (activeRev === undefined) throw new NotLeaderError(this.opts.self.id, this.activeHint);
       let txn = this.client
         .if(this.keys.active, 'Create', '==', activeRev)
         .and(this.keys.meta(app), 'Mod', '==', loaded.metaMod);
       const puts = [];
-      if (touchMeta) {
-        const meta: PoolMeta = ch.meta ?? (loaded.meta?.value as PoolMeta);
-        puts.push(this.client.put(this.keys.meta(app)).value(JSON.stringify(meta)));
+      if (wholePool) {
+        txn = txn.and(this.keys.seq(app), 'Mod', '==', loaded.seqMod);
+        puts.push(this.client.put(this.keys.seq(app)).value(String(index)));
       }
+      if (ch.meta !== undefined)
+        puts.push(this.client.put(this.keys.meta(app)).value(JSON.stringify(ch.meta satisfies PoolMeta)));
       for (const rec of ch.records) {
         const key = this.keys.worker(app, rec.workerId);
         txn = txn.and(key, 'Mod', '==', loaded.records.get(rec.workerId)?.mod ?? '0');
@@ -665,7 +691,8 @@ export class EtcdLeaseStore implements LeaseStore {
       const p = this.keys.parse(kv.key.toString());
       if (!p) continue;
       let a = apps.get(p.app);
-      if (!a) apps.set(p.app, (a = { app: p.app, meta: undefined, metaMod: '0', records: new Map() }));
+      if (!a)
+        apps.set(p.app, (a = { app: p.app, meta: undefined, metaMod: '0', seqMod: '0', records: new Map() }));
       this.absorb(a, kv);
     }
     return whois(machineOf([...apps.values()], Number(res.header.revision)), id, layout);

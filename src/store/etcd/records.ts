@@ -9,6 +9,8 @@ import { LeaseStateMachine } from '../../state/leases/lease-state-machine.js';
  * share a prefix with another app's (app names may contain `/`):
  * - `<prefix>/active`: the active Floe node (JSON: id, httpAddr, respAddr), bound to its etcd lease;
  * - `<prefix>/apps/<app>/meta`: the pool (JSON: bits, datacenterBits, layout);
+ * - `<prefix>/apps/<app>/seq`: written by every acquire and pool change, which read the whole pool: their
+ *   transactions compare it, so they apply one at a time per app (renewals and releases do not touch it);
  * - `<prefix>/apps/<app>/w/<workerId, 7 digits>`: one worker ID's record (JSON, the fields of the
  *   lease state machine's record: token, highWaterMs, floorMs, requestId, incarnation, ttlMs, nodeId, ...).
  */
@@ -49,17 +51,21 @@ export class EtcdKeys {
   meta(app: string): string {
     return `${this.app(app)}meta`;
   }
+  seq(app: string): string {
+    return `${this.app(app)}seq`;
+  }
   worker(app: string, workerId: number): string {
     return `${this.app(app)}w/${String(workerId).padStart(7, '0')}`;
   }
-  /** [app, 'meta'] or [app, workerId] of a key under `apps`; undefined for anything else. */
-  parse(key: string): { app: string; workerId?: number } | undefined {
+  /** The app and kind of a key under `apps` (workerId for a worker record); undefined for anything else. */
+  parse(key: string): { app: string; kind: 'meta' | 'seq' | 'worker'; workerId?: number } | undefined {
     if (!key.startsWith(this.apps)) return undefined;
     const rest = key.slice(this.apps.length);
-    const m = /^([^/]+)\/(?:meta|w\/(\d{7}))$/.exec(rest);
+    const m = /^([^/]+)\/(?:(meta|seq)|w\/(\d{7}))$/.exec(rest);
     if (!m) return undefined;
     const app = decodeURIComponent(m[1]!);
-    return m[2] === undefined ? { app } : { app, workerId: Number(m[2]) };
+    if (m[2] === 'meta' || m[2] === 'seq') return { app, kind: m[2] };
+    return { app, kind: 'worker', workerId: Number(m[3]) };
   }
 }
 
@@ -69,6 +75,8 @@ export interface LoadedApp {
   meta: { value: PoolMeta; mod: string } | undefined;
   /** Mod revision of the meta key ('0' when absent). */
   metaMod: string;
+  /** Mod revision of the seq key ('0' when absent or not loaded). */
+  seqMod: string;
   records: Map<number, { value: StoredRecord; mod: string }>;
 }
 
