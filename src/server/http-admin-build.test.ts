@@ -2,10 +2,8 @@ import { createServer } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { leaseNodeOf } from '../lease/floe-node-adapter.js';
 import { LeaseService } from '../lease/lease-service.js';
-import { MemoryNetwork, MemoryNodeStorage } from '../node/memory-seams.js';
-import { FloeNode } from '../node/node.js';
-import { FloeStateMachine } from '../state/floe-state-machine.js';
 import { buildHttpAdmin, listenHttpAdmin, startHttpAdmin } from './http-admin.js';
+import { memorySingleNode } from './test-node.js';
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -13,19 +11,7 @@ afterEach(async () => {
 });
 
 async function leaderNode() {
-  const net = new MemoryNetwork();
-  const transport = net.endpoint(1);
-  const state = new FloeStateMachine();
-  const node = new FloeNode<unknown>({
-    id: 1,
-    storage: new MemoryNodeStorage({ voters: [1], learners: [] }),
-    transport,
-    stateMachine: state,
-    initialMembers: [{ id: 1, peerAddr: 'mem:1' }],
-    tickMs: 10,
-    random: () => 0,
-  });
-  transport.bind(node);
+  const { node, state } = memorySingleNode();
   const leases = new LeaseService({ node: leaseNodeOf(node), state: state.leases });
   node.start();
   await node.waitForLeader();

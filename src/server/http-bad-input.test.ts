@@ -3,11 +3,10 @@
  * `null`, a number, a string) answers 400 invalid_body and proposes nothing; an empty path key
  * answers 400 naming the parameter.
  */
+
 import { afterEach, describe, expect, it } from 'vitest';
-import { MemoryNetwork, MemoryNodeStorage } from '../node/memory-seams.js';
-import { FloeNode } from '../node/node.js';
-import { FloeStateMachine } from '../state/floe-state-machine.js';
 import { startHttpAdmin } from './http-admin.js';
+import { memorySingleNode } from './test-node.js';
 
 let stop: (() => Promise<void>) | undefined;
 afterEach(async () => {
@@ -16,19 +15,7 @@ afterEach(async () => {
 });
 
 async function singleNode(): Promise<{ base: string; lastIndex: () => number }> {
-  const net = new MemoryNetwork();
-  const transport = net.endpoint(1);
-  const state = new FloeStateMachine();
-  const node = new FloeNode<unknown>({
-    id: 1,
-    storage: new MemoryNodeStorage({ voters: [1], learners: [] }),
-    transport,
-    stateMachine: state,
-    initialMembers: [{ id: 1, peerAddr: 'mem:1' }],
-    tickMs: 10,
-    random: () => 0,
-  });
-  transport.bind(node);
+  const { node, state } = memorySingleNode();
   const app = await startHttpAdmin({ node, kv: state.kv, host: '127.0.0.1', port: 0 });
   node.start();
   await node.waitForLeader();

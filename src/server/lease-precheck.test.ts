@@ -3,15 +3,14 @@
  * the problem, and nothing reaches the log (the fuzzer found pool bits 64, ttlMs [], token -1, and
  * commands for missing users committed and refused only at apply).
  */
+
 import type { FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
 import { leaseNodeOf } from '../lease/floe-node-adapter.js';
 import { LeaseService } from '../lease/lease-service.js';
-import { MemoryNetwork, MemoryNodeStorage } from '../node/memory-seams.js';
-import { FloeNode } from '../node/node.js';
-import { FloeStateMachine } from '../state/floe-state-machine.js';
 import { startHttpAdmin } from './http-admin.js';
 import { precheckLease } from './lease-precheck.js';
+import { memorySingleNode } from './test-node.js';
 
 let stop: (() => Promise<void>) | undefined;
 afterEach(async () => {
@@ -20,19 +19,7 @@ afterEach(async () => {
 });
 
 async function singleNode(): Promise<{ base: string; app: FastifyInstance; lastIndex: () => number }> {
-  const net = new MemoryNetwork();
-  const transport = net.endpoint(1);
-  const state = new FloeStateMachine();
-  const node = new FloeNode<unknown>({
-    id: 1,
-    storage: new MemoryNodeStorage({ voters: [1], learners: [] }),
-    transport,
-    stateMachine: state,
-    initialMembers: [{ id: 1, peerAddr: 'mem:1' }],
-    tickMs: 10,
-    random: () => 0,
-  });
-  transport.bind(node);
+  const { node, state } = memorySingleNode();
   const leases = new LeaseService({ node: leaseNodeOf(node), state: state.leases });
   const app = await startHttpAdmin({
     node,

@@ -1,16 +1,15 @@
 // Issue 9 items 1 and 2 at the servers: WORKER.ACQUIRE / HTTP acquire carry the process incarnation, echo requestId
 // and incarnation, and a result the node hands back for another command is an internal error, never a grant.
+
 import type { FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
 import { leaseNodeOf } from '../lease/floe-node-adapter.js';
 import { LeaseService } from '../lease/lease-service.js';
-import { MemoryNetwork, MemoryNodeStorage } from '../node/memory-seams.js';
-import { FloeNode } from '../node/node.js';
-import { FloeStateMachine } from '../state/floe-state-machine.js';
 import { respBackendOf } from './floe-services.js';
 import { startHttpAdmin } from './http-admin.js';
 import { type RespServer, startRespServer } from './resp/index.js';
 import { type Decoded, RawClient, RespErr } from './resp/test-support.js';
+import { memorySingleNode } from './test-node.js';
 
 let stop: (() => Promise<void>) | undefined;
 afterEach(async () => {
@@ -20,19 +19,7 @@ afterEach(async () => {
 
 /** One in-process node with the HTTP and RESP servers; `substitute` results replace the next proposals' own. */
 async function singleNode() {
-  const net = new MemoryNetwork();
-  const transport = net.endpoint(1);
-  const state = new FloeStateMachine();
-  const node = new FloeNode<unknown>({
-    id: 1,
-    storage: new MemoryNodeStorage({ voters: [1], learners: [] }),
-    transport,
-    stateMachine: state,
-    initialMembers: [{ id: 1, peerAddr: 'mem:1' }],
-    tickMs: 10,
-    random: () => 0,
-  });
-  transport.bind(node);
+  const { node, state } = memorySingleNode();
   const substitute: unknown[] = [];
   const base = leaseNodeOf(node);
   const logged: string[] = [];

@@ -1,6 +1,7 @@
 // The node runtime's proposal errors at the servers: a write whose outcome is unknown is never
 // reported as a plain failure (500 / -ERR), and one that was definitely not applied says so, so
 // that clients can tell "retry only idempotently" from "retry freely" (docs/http-errors.md).
+
 import Fastify from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
 import { leaseNodeOf } from '../lease/floe-node-adapter.js';
@@ -15,15 +16,13 @@ import {
   ProposalTimeoutError,
   ReadTimeoutError,
 } from '../node/errors.js';
-import { MemoryNetwork, MemoryNodeStorage } from '../node/memory-seams.js';
-import { FloeNode } from '../node/node.js';
 import { ProposalDroppedError } from '../raft/types.js';
-import { FloeStateMachine } from '../state/floe-state-machine.js';
 import { respBackendOf } from './floe-services.js';
 import { startHttpAdmin } from './http-admin.js';
 import { sendHttpError } from './http-errors.js';
 import { startRespServer } from './resp/index.js';
 import { RawClient, RespErr } from './resp/test-support.js';
+import { memorySingleNode } from './test-node.js';
 
 const unknown = (reason: 'leadershipLost' | 'stopped' | 'snapshot') =>
   new ProposalOutcomeUnknownError(reason, `node 1 lost entry 7 (${reason})`);
@@ -115,19 +114,7 @@ afterEach(async () => {
 
 /** One real node with both servers; `failNext` makes the next proposals fail with these errors. */
 async function singleNode() {
-  const net = new MemoryNetwork();
-  const transport = net.endpoint(1);
-  const state = new FloeStateMachine();
-  const node = new FloeNode<unknown>({
-    id: 1,
-    storage: new MemoryNodeStorage({ voters: [1], learners: [] }),
-    transport,
-    stateMachine: state,
-    initialMembers: [{ id: 1, peerAddr: 'mem:1' }],
-    tickMs: 10,
-    random: () => 0,
-  });
-  transport.bind(node);
+  const { node, state } = memorySingleNode();
   const failNext: Error[] = [];
   const propose = node.propose.bind(node);
   node.propose = (cmd: Uint8Array) => {

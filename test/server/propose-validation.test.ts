@@ -5,18 +5,17 @@
  * valid request of every command type then run against the real HTTP API of an in-process node.
  * (Snowflake keys are covered from outside by the fuzzer's commit-index check on a real node.)
  */
+
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exchange, httpCase, parseResponses, Rng } from '../../scripts/fuzz-http.js';
 import { leaseNodeOf } from '../../src/lease/floe-node-adapter.js';
 import { LeaseService } from '../../src/lease/lease-service.js';
 import { unpack } from '../../src/node/envelope.js';
-import { MemoryNetwork, MemoryNodeStorage } from '../../src/node/memory-seams.js';
-import { FloeNode } from '../../src/node/node.js';
 import { SequenceService, sequenceNodeOf } from '../../src/sequences/index.js';
 import { startHttpAdmin } from '../../src/server/http-admin.js';
+import { memorySingleNode } from '../../src/server/test-node.js';
 import { parseAuthCommand } from '../../src/state/auth/codec.js';
-import { FloeStateMachine } from '../../src/state/floe-state-machine.js';
 import { parseLeaseCommand } from '../../src/state/leases/index.js';
 import { parseSequenceCommand } from '../../src/state/sequences/index.js';
 
@@ -67,19 +66,7 @@ let port = 0;
 let stop: () => Promise<void>;
 
 beforeAll(async () => {
-  const net = new MemoryNetwork();
-  const transport = net.endpoint(1);
-  const state = new FloeStateMachine();
-  const node = new FloeNode<unknown>({
-    id: 1,
-    storage: new MemoryNodeStorage({ voters: [1], learners: [] }),
-    transport,
-    stateMachine: state,
-    initialMembers: [{ id: 1, peerAddr: 'mem:1' }],
-    tickMs: 10,
-    random: () => 0,
-  });
-  transport.bind(node);
+  const { node, state } = memorySingleNode();
   // Every proposal, whoever makes it, is recorded with the verdict of its section's check.
   const propose = node.propose.bind(node);
   node.propose = ((command: Uint8Array) => {

@@ -2,13 +2,12 @@ import type { FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
 import { leaseNodeOf } from '../../lease/floe-node-adapter.js';
 import { LeaseService } from '../../lease/lease-service.js';
-import { MemoryNetwork, MemoryNodeStorage } from '../../node/memory-seams.js';
-import { FloeNode } from '../../node/node.js';
-import { FloeStateMachine } from '../../state/floe-state-machine.js';
+import type { FloeStateMachine } from '../../state/floe-state-machine.js';
 import { buildCreate, encodeSequenceCommand } from '../../state/sequences/codec.js';
 import type { SequenceCommand } from '../../state/sequences/types.js';
 import { startHttpAdmin } from '../http-admin.js';
 import { NodeMetrics } from '../metrics.js';
+import { memorySingleNode } from '../test-node.js';
 import type { DashboardSnapshot } from './index.js';
 
 let stop: (() => Promise<void>) | undefined;
@@ -18,19 +17,7 @@ afterEach(async () => {
 });
 
 async function singleNode(): Promise<{ base: string; app: FastifyInstance; state: FloeStateMachine }> {
-  const net = new MemoryNetwork();
-  const transport = net.endpoint(1);
-  const state = new FloeStateMachine();
-  const node = new FloeNode<unknown>({
-    id: 1,
-    storage: new MemoryNodeStorage({ voters: [1], learners: [] }),
-    transport,
-    stateMachine: state,
-    initialMembers: [{ id: 1, peerAddr: 'mem:1' }],
-    tickMs: 10,
-    random: () => 0,
-  });
-  transport.bind(node);
+  const { node, state } = memorySingleNode();
   const leases = new LeaseService({ node: leaseNodeOf(node), state: state.leases });
   const metrics = new NodeMetrics({
     node,
