@@ -190,6 +190,7 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
     }),
     holder: `floe-node-${config.nodeId}`,
     pinnedLayout: (app) => state.leases.pool(app)?.layout || undefined,
+    linearizableRead: () => node.linearizableRead(),
     cacheDir: join(config.dataDir, 'snowflake-leases'),
   });
   // Password checks on a thread of their own (never on libuv's pool, which the WAL's fsyncs use),

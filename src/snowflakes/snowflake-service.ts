@@ -17,6 +17,11 @@ export interface SnowflakeServiceOptions {
   state: SnowflakeKeysStateMachine;
   /** Proposes a command on this node (leader only; followers answer NotLeaderError). */
   propose(command: Uint8Array): Promise<unknown>;
+  /**
+   * A linearizable read (ReadIndex, also on a follower): before answering "no such key", a member makes sure it has
+   * applied every create acknowledged so far. Default: none (this member's applied state only).
+   */
+  linearizableRead?(): Promise<void>;
   /** Sizes the key's lease pool for its layout (the lease service's configurePool). */
   configurePool(
     app: string,
@@ -138,7 +143,14 @@ export class SnowflakeService {
     await Promise.all(all.map((kl) => kl.lease.release().catch(() => {})));
   }
 
-  private leaseFor(key: string): Promise<KeyLease> {
+  private async leaseFor(key: string): Promise<KeyLease> {
+    // A key created through another member may not be applied here yet: read-your-writes before "not found".
+    if (!this.held.has(key) && !this.o.state.get(key) && this.o.linearizableRead)
+      await this.o.linearizableRead();
+    return this.leaseForKnown(key);
+  }
+
+  private leaseForKnown(key: string): Promise<KeyLease> {
     const have = this.held.get(key);
     if (have?.lease.valid) return Promise.resolve(have);
     if (have) this.drop(key, have);
