@@ -37,9 +37,12 @@ describe('lease store conformance: etcd (3 members), through a standby', () => {
     await f.waitListening(standby);
   }, 60_000);
   afterAll(async () => {
-    await f?.stop();
-    f?.cleanup();
-    etcd?.stop();
+    try {
+      await f?.stop();
+      f?.cleanup();
+    } finally {
+      etcd?.stop();
+    }
   });
   leaseStoreConformance(() => httpLeaseApi(() => `http://${standby.http}`), 'etcd');
 });

@@ -12,11 +12,14 @@ let etcd: EtcdCluster | undefined;
 let floe: FloeNodes | undefined;
 
 afterEach(async () => {
-  await floe?.stop();
-  floe?.cleanup();
-  etcd?.stop();
-  floe = undefined;
-  etcd = undefined;
+  try {
+    await floe?.stop();
+    floe?.cleanup();
+  } finally {
+    etcd?.stop();
+    floe = undefined;
+    etcd = undefined;
+  }
 });
 
 async function setup(): Promise<{ etcd: EtcdCluster; floe: FloeNodes }> {

@@ -10,9 +10,12 @@ import { FloeNodes } from './floe-nodes.js';
 let etcd: EtcdCluster | undefined;
 let floe: FloeNodes | undefined;
 afterAll(async () => {
-  await floe?.stop();
-  floe?.cleanup();
-  etcd?.stop();
+  try {
+    await floe?.stop();
+    floe?.cleanup();
+  } finally {
+    etcd?.stop();
+  }
 });
 
 it('SDK holders on the etcd store: 0 duplicate IDs across a kill -9 of the active node', async () => {
