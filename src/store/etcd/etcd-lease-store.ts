@@ -515,8 +515,10 @@ export class EtcdLeaseStore implements LeaseStore {
   ): Promise<LeaseResult> {
     for (let attempt = 1; attempt <= MAX_CAS_ATTEMPTS; attempt++) {
       const { loaded, rev } = await this.load(app, scope, workerId);
-      // The revision this decision is made at, plus one: greater than any token or free mark in etcd.
-      const index = rev + 1;
+      // The revision this decision is made at, plus one: greater than any token or free mark in etcd (and
+      // than any token imported from the built-in store, whose tokens are its log indexes).
+      let index = rev + 1;
+      for (const { value } of loaded.records.values()) if (value.token >= index) index = value.token + 1;
       const sm = machineOf([loaded], rev);
       const r = sm.apply(encodeLeaseCommand(cmd), { index, term: 0, leaderTimeMs: this.clock.wallMs() });
       if (!r.ok || (opts.write && !opts.write(r, loaded))) return r;
