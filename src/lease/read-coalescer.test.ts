@@ -33,7 +33,7 @@ describe('ReadCoalescer', () => {
     rounds[1]!.resolve();
     await flush();
     expect(later.every((s) => s.state === 'ok')).toBe(true);
-    expect(c.stats).toEqual({ rounds: 2, waits: 101 });
+    expect(c.stats).toEqual({ rounds: 2, waits: 101, reused: 0 });
   });
 
   it('fails the callers of a failed round, and the next caller starts a fresh one', async () => {

@@ -94,6 +94,15 @@ interface Segment {
   pending?: { from: bigint; to: bigint };
 }
 
+export interface IncrOptions {
+  /**
+   * When the request arrived (performance.now(), at or after the moment the server had all of it, e.g. when the bytes
+   * that completed a pipelined command were read): a ReadIndex round that started at or after it, in the same term,
+   * may answer it (decision 0004). Absent: a round started by this call.
+   */
+  arrivedAt?: number;
+}
+
 /** Values of `key` this node handed out from one segment: [first, last], `count` of them (audit `ids_range`). */
 export interface IssuedRange {
   key: string;
@@ -151,7 +160,11 @@ export class SequenceService {
   private requestSeq = 0;
 
   constructor(private readonly o: SequenceServiceOptions) {
-    this.confirmer = new ReadCoalescer(() => o.node.linearizableRead());
+    this.confirmer = new ReadCoalescer(
+      () => o.node.linearizableRead(),
+      () => performance.now(),
+      () => o.node.term(),
+    );
     this.mono = o.monotonic ?? (() => performance.now());
     this.prefetchAt = o.prefetchAt ?? 0.5;
     if (!(this.prefetchAt > 0 && this.prefetchAt <= 1)) throw new Error('prefetchAt must be in (0, 1]');
@@ -216,7 +229,7 @@ export class SequenceService {
    * Reserves `count` consecutive values of `key` and returns the last one (as Redis INCRBY returns
    * the new value): the caller owns [result − count + 1, result]. INCR is `incrBy(key, 1n)`.
    */
-  async incrBy(key: string, count: bigint): Promise<bigint> {
+  async incrBy(key: string, count: bigint, opts: IncrOptions = {}): Promise<bigint> {
     const keyProblem = checkKey(key);
     if (keyProblem)
       throw new SequenceRefusedError({ ok: false, code: 'invalid_argument', message: keyProblem });
@@ -229,7 +242,10 @@ export class SequenceService {
     if (this.servesLocally(key)) return this.incrNodeMode(key, count);
     if (!this.o.node.isLeader()) throw this.o.node.notLeaderError();
     const term = this.o.node.term();
-    const confirmed = this.confirmer.confirm();
+    // A round that started after the request arrived, in this term: one round serves a pipeline that arrived together.
+    const confirmed = this.confirmer.confirm(
+      opts.arrivedAt === undefined ? undefined : { at: opts.arrivedAt, tag: term },
+    );
     if (!this.o.state.get(key))
       await this.ensureExists(key).catch((err: unknown) => {
         confirmed.catch(() => {});

@@ -297,7 +297,7 @@ export function sequenceBackendOf(seqs: SequenceService): SequenceBackend {
           throw err;
         }
       }),
-    incrBy: (key, count) => call(() => seqs.incrBy(key, count)),
+    incrBy: (key, count, opts) => call(() => seqs.incrBy(key, count, opts)),
     get: (key) =>
       call(async () => {
         try {

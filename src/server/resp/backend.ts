@@ -70,7 +70,7 @@ export interface SequenceBackend {
   /** False when no such sequence existed. */
   delete(key: string): Promise<boolean>;
   /** Reserves `count` consecutive values and returns the last (INCR = incrBy(key, 1n)). */
-  incrBy(key: string, count: bigint): Promise<bigint>;
+  incrBy(key: string, count: bigint, opts?: { arrivedAt?: number }): Promise<bigint>;
   /** The last value issued (see docs/sequences.md); undefined when no such sequence exists. */
   get(key: string): Promise<bigint | undefined>;
   /** A segment [start, end) of exactly `count` values for a client. */

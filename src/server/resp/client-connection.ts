@@ -38,6 +38,7 @@ export class ClientConnection implements Session {
   libVer = '';
   user: string | undefined = undefined;
   authenticated = false;
+  arrivedAt: number | undefined = undefined;
   readonlyMode = false;
   readonly channels = new Set<string>();
   readonly patterns = new Set<string>();
@@ -139,6 +140,7 @@ export class ClientConnection implements Session {
 
   private onData(chunk: Buffer): void {
     this.lastInteraction = Date.now();
+    this.arrivedAt = performance.now();
     if (this.closing) return; // draining a closing socket: discard
     this.parser.push(chunk);
     this.pump();

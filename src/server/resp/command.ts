@@ -106,6 +106,11 @@ export interface Session {
   readonly localAddress: string;
   readonly createdAt: number;
   lastInteraction: number;
+  /**
+   * performance.now() when the server last read bytes from this client: at or after the arrival of every command
+   * parsed so far (a strict sequence may answer a pipeline with one ReadIndex round started after it; decision 0004).
+   */
+  readonly arrivedAt?: number;
   lastCommand: string;
   /** Send this command's reply, then close the connection (QUIT). */
   closeAfterReply(): void;

@@ -23,7 +23,7 @@ export const sequenceCommands: CommandSpecInput[] = [
     handler: async (ctx, args) => {
       const key = keyArg(args[1]);
       authorize(ctx, key, 'issue');
-      return R.int(await backendOf(ctx).incrBy(key, 1n));
+      return R.int(await backendOf(ctx).incrBy(key, 1n, { arrivedAt: ctx.session.arrivedAt }));
     },
   },
   {
@@ -40,7 +40,7 @@ export const sequenceCommands: CommandSpecInput[] = [
       const n = int64Arg(args[2]);
       if (n <= 0n) throw new RespError('ERR increment must be a positive integer (sequences only go up)');
       authorize(ctx, key, 'issue');
-      return R.int(await backendOf(ctx).incrBy(key, n));
+      return R.int(await backendOf(ctx).incrBy(key, n, { arrivedAt: ctx.session.arrivedAt }));
     },
   },
   {
