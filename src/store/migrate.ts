@@ -54,7 +54,8 @@ function poolsOf(sm: LeaseStateMachine): LeaseExport['pools'] {
  */
 export async function exportFromDataDirs(dirs: string[]): Promise<LeaseExport> {
   if (dirs.length === 0) throw new Error('give at least one data directory of a stopped member');
-  const merged = new Map<string, LeaseExport['pools'][number]>();
+  // Each member's pools, the most advanced member first: its pool settings are the latest.
+  const members: { applied: number; pools: LeaseExport['pools'] }[] = [];
   for (const dir of dirs) {
     const ds = await DurableStorage.open(dir);
     try {
@@ -62,48 +63,44 @@ export async function exportFromDataDirs(dirs: string[]): Promise<LeaseExport> {
       const sm = new FloeStateMachine();
       const snap = st.snapshot();
       if (snap.data.length > 0) sm.restore(unpack<[Uint8Array, Uint8Array]>(snap.data)[1]);
-      const first = st.firstIndex();
+      let applied = snap.metadata.index;
       const last = st.lastIndex();
-      for (let lo = first; lo <= last; lo += 1000) {
+      for (let lo = st.firstIndex(); lo <= last; lo += 1000) {
         for (const e of st.entries(lo, Math.min(last + 1, lo + 1000))) {
+          applied = e.index;
           if (e.type !== 'normal' || e.data.length === 0) continue;
           const env = decodeEnvelope(e.data);
           if (env.kind === 'app')
             sm.apply(env.payload, { index: e.index, term: e.term, leaderTimeMs: env.leaderTimeMs });
         }
       }
-      for (const p of poolsOf(sm.leases)) {
-        const m = merged.get(p.app);
-        if (!m) {
-          merged.set(p.app, p);
-          continue;
-        }
-        const byId = new Map(m.records.map((r) => [r.workerId, r]));
-        for (const r of p.records) {
-          const o = byId.get(r.workerId);
-          if (!o) byId.set(r.workerId, r);
-          else {
-            const newer = r.token > o.token ? r : o;
-            byId.set(r.workerId, {
-              ...newer,
-              highWaterMs: Math.max(r.highWaterMs, o.highWaterMs),
-              token: Math.max(r.token, o.token),
-            });
-          }
-        }
-        if (
-          p.bits !== m.bits ||
-          p.datacenterBits !== m.datacenterBits ||
-          (p.layout !== m.layout && m.layout !== '')
-        )
-          throw new Error(
-            `members disagree about app ${p.app}'s pool; export from members of one cluster only`,
-          );
-        m.layout ||= p.layout;
-        m.records = [...byId.values()].sort((a, b) => a.workerId - b.workerId);
-      }
+      members.push({ applied, pools: poolsOf(sm.leases) });
     } finally {
       await ds.close();
+    }
+  }
+  members.sort((a, b) => b.applied - a.applied);
+  const merged = new Map<string, LeaseExport['pools'][number]>();
+  for (const { pools } of members) {
+    for (const p of pools) {
+      const m = merged.get(p.app);
+      if (!m) {
+        merged.set(p.app, p);
+        continue;
+      }
+      // Per worker ID the highest mark and token any member has (a lagging member only lacks later ones).
+      const byId = new Map(m.records.map((r) => [r.workerId, r]));
+      for (const r of p.records) {
+        const o = byId.get(r.workerId);
+        const newer = !o || r.token > o.token ? r : o;
+        byId.set(r.workerId, {
+          ...newer,
+          highWaterMs: Math.max(r.highWaterMs, o?.highWaterMs ?? 0),
+          token: Math.max(r.token, o?.token ?? 0),
+        });
+      }
+      m.layout ||= p.layout;
+      m.records = [...byId.values()].sort((a, b) => a.workerId - b.workerId);
     }
   }
   return {
