@@ -276,7 +276,8 @@ export class EtcdLeaseStore implements LeaseStore {
         this.depose('keep-alive not acknowledged in time (etcd lease may expire)');
       await this.keepAlive();
       if (this.activeRev === undefined) await this.campaign();
-      else if (this.seeded) await this.expireDue();
+      else if (!this.seeded) await this.seed(this.epoch); // the load after the election failed: again
+      else await this.expireDue();
       this.etcdDown = undefined;
     } catch (err) {
       this.etcdDown = err;
