@@ -24,3 +24,4 @@ export {
 } from './schema.js';
 export { listSpillFiles, type SpillFileContent, type SpillOptions, SpillStore } from './spill.js';
 export { decodeFrames, encodeFrame, type SpillCorruption, type SpillFrame } from './spill-format.js';
+export { type AuditedHolder, earlierHolderFromAudit } from './whois-history.js';
