@@ -16,8 +16,10 @@ import { NodeMetrics } from '../server/metrics.js';
 import { type RespServer, startRespServer } from '../server/resp/index.js';
 import { memberFetch, SnowflakeService } from '../snowflakes/index.js';
 import { FloeStateMachine } from '../state/floe-state-machine.js';
+import { SequenceStateMachine } from '../state/sequences/index.js';
 import { DurableStorage } from '../storage/durable-storage.js';
 import { EtcdLeaseStore } from '../store/etcd/etcd-lease-store.js';
+import { EtcdStateNode } from '../store/etcd/etcd-state-node.js';
 import { type LeaseStore, RaftLeaseStore } from '../store/lease-store.js';
 import { IdGenerator } from '../strategies/index.js';
 import { type SimpleFetch, type TlsClientOptions, tlsFetch } from '../tls/fetch.js';
@@ -161,7 +163,16 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
     cluster: config.clusterId,
   });
   const sequences = new SequenceService({
-    node: sequenceNodeOf(node),
+    // On the etcd store, sequences live in etcd too, served by the store's active node.
+    node:
+      store instanceof EtcdLeaseStore
+        ? new EtcdStateNode(
+            store,
+            `${store.keys.prefix}/sequences`,
+            state.sequences,
+            new SequenceStateMachine(),
+          )
+        : sequenceNodeOf(node),
     state: state.sequences,
     owner: `node-${config.nodeId}`,
     // The values this node hands out, as ranges per segment, into the audit trail.
@@ -170,7 +181,7 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
     // node-mode sequences: followers allocate their own segments through the leader.
     remoteAlloc: httpRemoteAlloc({
       secret,
-      leaderHttpAddr: () => node.leaderHint()?.httpAddr,
+      leaderHttpAddr: () => (store.routing ? store.routing.active() : node.leaderHint())?.httpAddr,
       scheme,
       ...(internalFetch ? { fetch: internalFetch } : {}),
     }),

@@ -103,8 +103,8 @@ const MAX_CAS_ATTEMPTS = 32;
 export class EtcdLeaseStore implements LeaseStore {
   readonly kind = 'etcd' as const;
   readonly client: Etcd3;
-  private readonly keys: EtcdKeys;
-  private readonly endpoints: string[];
+  readonly keys: EtcdKeys;
+  readonly endpoints: string[];
   private readonly sessionTtlMs: number;
   private readonly callTimeoutMs: number;
   private readonly intervalMs: number;
@@ -276,7 +276,8 @@ export class EtcdLeaseStore implements LeaseStore {
         this.depose('keep-alive not acknowledged in time (etcd lease may expire)');
       await this.keepAlive();
       if (this.activeRev === undefined) await this.campaign();
-      else if (!this.seeded) await this.seed(this.epoch); // the load after the election failed: again
+      else if (!this.seeded)
+        await this.seed(this.epoch); // the load after the election failed: again
       else await this.expireDue();
       this.etcdDown = undefined;
     } catch (err) {
@@ -411,11 +412,27 @@ export class EtcdLeaseStore implements LeaseStore {
   // ---- reads and the compare-and-swap loop -------------------------------------------------
 
   private requireActive(): void {
-    if (this.isActive()) return;
-    // Never a guess: while etcd cannot be reached nobody is known to be active, and the caller is told why.
+    if (!this.isActive()) throw this.notActiveError();
+  }
+
+  /** Why this node may not serve now (never a guess: while etcd cannot be reached, the caller is told so). */
+  notActiveError(): Error {
     if (this.etcdDown !== undefined)
-      throw new StoreUnavailableError(this.endpoints, 'finding the active Floe node', this.etcdDown);
-    throw new NotLeaderError(this.opts.self.id, this.activeHint);
+      return new StoreUnavailableError(this.endpoints, 'finding the active Floe node', this.etcdDown);
+    return new NotLeaderError(this.opts.self.id, this.activeHint);
+  }
+
+  /**
+   * The create revision of this node's `active` key while it is active (the etcd store's "term": every
+   * election gives a larger one); undefined otherwise. State kept beside the leases guards its writes with it.
+   */
+  activeRevision(): string | undefined {
+    return this.isActive() ? this.activeRev : undefined;
+  }
+
+  /** Called when etcd shows that this node no longer holds the `active` key (a failed guard). */
+  lostActive(res: ITxnResponse): void {
+    this.deposed(res);
   }
 
   /** Runs an etcd call; a failure becomes StoreUnavailableError (nothing was written). */
