@@ -211,3 +211,21 @@ describe('floe gen', () => {
     expect(help.stdout).toMatch(/decode.*\n.*layouts.*\n.*gen/s);
   });
 });
+
+describe('floe serve: listener limits from the --config file', () => {
+  it('reads the limit keys of the config file, checks them naming the flag, and lets a flag win', async () => {
+    const { mkdtempSync, writeFileSync } = await import('node:fs');
+    const { join } = await import('node:path');
+    const { tmpdir } = await import('node:os');
+    const file = join(mkdtempSync(join(tmpdir(), 'floe-cli-')), 'serve.json');
+    writeFileSync(file, JSON.stringify({ respMaxClientsPerIp: 'lots' }));
+    const bad = await run('serve', '--config', file);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/--resp-max-clients-per-ip must be a non-negative integer \(got "lots"\)/);
+    // The flag beats the file: with a good flag the bad file value is never read (the next error is another one).
+    writeFileSync(file, JSON.stringify({ respMaxClientsPerIp: 'lots', httpAddr: 'nonsense' }));
+    const flagWins = await run('serve', '--config', file, '--resp-max-clients-per-ip', '10');
+    expect(flagWins.code).toBe(2);
+    expect(flagWins.stderr).not.toMatch(/resp-max-clients-per-ip/);
+  });
+});

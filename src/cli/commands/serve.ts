@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { Command } from 'commander';
 import { ConfigError, DEFAULTS, resolveServeConfig } from '../../node/config.js';
 import { startNode } from '../../node/start.js';
@@ -110,7 +111,8 @@ export function serveCommand(io: CliIO): Command {
         Object.entries(allFlags).filter(([k]) => !limitKeys.has(k)),
       ) as ServeFlags;
       try {
-        setServeLimits(limitsFromFlags(allFlags));
+        // The same keys (camelCase, e.g. respMaxClientsPerIp) may come from the --config file; flags win.
+        setServeLimits(limitsFromFlags({ ...limitsInConfigFile(allFlags.config), ...definedOnly(allFlags) }));
       } catch (err) {
         throw new UsageError((err as Error).message);
       }
@@ -158,4 +160,21 @@ export function serveCommand(io: CliIO): Command {
     });
   for (const f of SERVE_LIMIT_FLAGS) cmd.option(f.flag, f.help);
   return cmd;
+}
+
+/** The listener limits a `--config` JSON file sets (keys as the flags' camelCase names). */
+function limitsInConfigFile(path: unknown): Record<string, unknown> {
+  if (typeof path !== 'string') return {};
+  let file: Record<string, unknown>;
+  try {
+    file = JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
+  } catch (err) {
+    throw new Error(`cannot read config file ${path}: ${(err as Error).message}`);
+  }
+  const keys = new Set(SERVE_LIMIT_FLAGS.map((f) => f.key));
+  return Object.fromEntries(Object.entries(file).filter(([k]) => keys.has(k)));
+}
+
+function definedOnly(o: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined));
 }
