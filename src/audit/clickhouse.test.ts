@@ -19,7 +19,8 @@ import { listSpillFiles, SpillStore } from './spill.js';
 const have = clickhouseServerAvailable();
 if (!have)
   console.warn('SKIPPED: /usr/sbin/clickhouse-server is not installed (apt-get install clickhouse-server)');
-const DOWN_MS = Number(process.env.FLOE_AUDIT_CH_DOWN_MS ?? 5000);
+// The issue asks for 30 s down under load; FLOE_AUDIT_CH_DOWN_MS shortens it for quick local runs.
+const DOWN_MS = Number(process.env.FLOE_AUDIT_CH_DOWN_MS ?? 30_000);
 const quiet = { info() {}, warn() {}, error() {} };
 
 const dirs: string[] = [];
