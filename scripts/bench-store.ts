@@ -1,8 +1,8 @@
 // npm run bench:store: worker-ID lease operations per second and their latency on the built-in store
 // (a 3-node Floe Raft cluster) and on the etcd store (a 3-member etcd 3.4 and `floe serve --store etcd`),
 // side by side, one run. Every call goes over HTTP to the node that serves it (Raft leader / active node).
-// Sequences (INCR) are not on the store seam yet: both stores serve them from the built-in Raft, so no
-// INCR column is printed.
+// INCR: HTTP `POST /v1/sequences/<key>/incr` from the same number of clients on a strict sequence (step 1,000);
+// on the etcd store the sequence state lives in etcd (src/store/etcd/etcd-state-node.ts).
 import { randomUUID } from 'node:crypto';
 import { Cluster, waitForLeader } from '../test/cluster/harness.js';
 import { EtcdCluster } from '../test/store/etcd-cluster.js';
@@ -29,6 +29,29 @@ interface Result {
   total: number;
   seconds: number;
   lat: Map<Op, number[]>;
+  incr?: { perSecond: number; lat: number[] };
+}
+
+async function runIncr(base: string, key: string): Promise<{ perSecond: number; lat: number[] }> {
+  const res = await fetch(`${base}/v1/sequences`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ key, step: 1000 }),
+  });
+  await res.text();
+  const lat: number[] = [];
+  const start = performance.now();
+  const end = start + DURATION_MS / 2;
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      while (performance.now() < end) {
+        const t = performance.now();
+        await post(base, `/v1/sequences/${key}/incr`, { count: 1 });
+        lat.push(performance.now() - t);
+      }
+    }),
+  );
+  return { perSecond: lat.length / ((performance.now() - start) / 1000), lat };
 }
 
 async function run(base: string, app: string): Promise<Result> {
@@ -87,7 +110,10 @@ async function main(): Promise<void> {
   try {
     raft.startAll();
     const leader = await waitForLeader(raft);
-    results.push(['raft (3 Floe nodes)', await run(`http://${raft.node(leader).http}`, 'bench-raft')]);
+    const base = `http://${raft.node(leader).http}`;
+    const r = await run(base, 'bench-raft');
+    r.incr = await runIncr(base, 'bench-raft');
+    results.push(['raft (3 Floe nodes)', r]);
   } finally {
     await raft.stopAll();
     raft.cleanup();
@@ -98,14 +124,19 @@ async function main(): Promise<void> {
   try {
     floe.nodes[0]!.start();
     const active = await floe.waitActive();
-    results.push(['etcd (3 members)', await run(`http://${active.http}`, 'bench-etcd')]);
+    const base = `http://${active.http}`;
+    const r = await run(base, 'bench-etcd');
+    r.incr = await runIncr(base, 'bench-etcd');
+    results.push(['etcd (3 members)', r]);
   } finally {
     await floe.stop();
     floe.cleanup();
     etcd.stop();
   }
 
-  const rows: string[][] = [['store', 'lease ops/s', ...OPS.map((o) => `${o} p50/p99 ms`)]];
+  const rows: string[][] = [
+    ['store', 'lease ops/s', ...OPS.map((o) => `${o} p50/p99 ms`), 'INCR/s', 'INCR p50/p99 ms'],
+  ];
   for (const [name, r] of results) {
     rows.push([
       name,
@@ -114,13 +145,12 @@ async function main(): Promise<void> {
         const l = r.lat.get(o)!;
         return `${pct(l, 50).toFixed(1)} / ${pct(l, 99).toFixed(1)}`;
       }),
+      (r.incr?.perSecond ?? 0).toFixed(0),
+      `${pct(r.incr?.lat ?? [], 50).toFixed(1)} / ${pct(r.incr?.lat ?? [], 99).toFixed(1)}`,
     ]);
   }
   const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length)));
   for (const r of rows) console.log(r.map((c, i) => c.padEnd(widths[i]!)).join('  '));
-  console.log(
-    'INCR/s: not measured: sequences are not on the store seam yet (both stores serve INCR from the built-in Raft)',
-  );
 }
 
 main().then(
