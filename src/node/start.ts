@@ -15,6 +15,7 @@ import { addressProof, startHttpAdmin } from '../server/http-admin.js';
 import { NodeMetrics } from '../server/metrics.js';
 import { type RespServer, startRespServer } from '../server/resp/index.js';
 import { memberFetch, SnowflakeService } from '../snowflakes/index.js';
+import { AuthStateMachine } from '../state/auth/index.js';
 import { FloeStateMachine } from '../state/floe-state-machine.js';
 import { SequenceStateMachine } from '../state/sequences/index.js';
 import { DurableStorage } from '../storage/durable-storage.js';
@@ -152,6 +153,9 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
   const audit = await createAuditPipeline({
     ...(config.audit.clickhouse ? { clickhouse: config.audit.clickhouse } : {}),
     spillDir: join(config.dataDir, 'audit'),
+    // In memory at most this many (more go to the fsynced spill): fewer than the cluster auditor's ring, so a
+    // killed leader's unshipped events are in every member's ring.
+    maxQueued: 10_000,
     logger: logger.child({ component: 'audit' }),
   });
   const auditor = new ClusterAuditor({
@@ -210,10 +214,17 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
     lookup: (user) => state.auth.passwordOf(user),
     revision: () => state.auth.revision,
   });
+  // On the etcd store users and permissions live in etcd; every node watches them.
+  const users =
+    store instanceof EtcdLeaseStore
+      ? new EtcdStateNode(store, `${store.keys.prefix}/auth`, state.auth, new AuthStateMachine())
+      : undefined;
+  users?.watch((what, err) => logger.warn({ err: String(err) }, what));
   const services = {
     node,
     leases,
     store,
+    ...(users ? { users } : {}),
     sequences,
     snowflakes,
     auth: state.auth,
@@ -349,6 +360,7 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
       closing ??= (async () => {
         // Hand the worker IDs back while the cluster can still take the release.
         await Promise.race([snowflakes.close(), new Promise((r) => setTimeout(r, 2000))]);
+        users?.close();
         await store.close();
         leases.close();
         sequences.close();

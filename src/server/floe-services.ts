@@ -14,6 +14,7 @@ import type { LeaseError, LeaseGrant } from '../state/leases/index.js';
 import { MAX_VALUE, type SequenceInfo } from '../state/sequences/index.js';
 import { StoreUnavailableError } from '../store/errors.js';
 import type { LeaseStore } from '../store/lease-store.js';
+import type { StoreStateNode } from '../store/state-node.js';
 import type { PasswordVerifier } from './auth/password-verifier.js';
 import { precheckLease } from './lease-precheck.js';
 import {
@@ -37,6 +38,8 @@ export interface FloeServices {
   leases: LeaseService;
   /** The lease store seam (built-in Raft or etcd); the servers' lease routes go through it. Absent: `leases`. */
   store?: LeaseStore;
+  /** Where user and permission changes go (etcd store: an EtcdStateNode). Absent: the Raft node. */
+  users?: StoreStateNode;
   /** Absent where a node serves no sequences (some tests). */
   sequences?: SequenceService;
   /** Server-side Snowflake; absent in some tests. */

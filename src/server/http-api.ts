@@ -409,7 +409,14 @@ export function registerFloeApi(
    * client, so refusing here instead of at apply keeps the entry out of the log (issue 15 item 2).
    * Followers propose nothing (they redirect), so they do not check.
    */
-  const missingUser = (user: string): boolean => node.isLeader && auth.passwordOf(user) === undefined;
+  // Users live where the store keeps them: the Raft log, or etcd (served by the etcd store's active node).
+  const users = s.users ?? {
+    propose: (cmd: Uint8Array) => node.propose(cmd),
+    linearizableRead: () => node.linearizableRead(),
+    isLeader: () => node.isLeader,
+    notLeaderError: () => new NotLeaderError(node.id, node.leaderHint()),
+  };
+  const missingUser = (user: string): boolean => users.isLeader() && auth.passwordOf(user) === undefined;
   const noSuchUser = (reply: FastifyReply, user: string) =>
     authFail(reply, {
       ok: false,
@@ -422,7 +429,7 @@ export function registerFloeApi(
     if ('ok' in checked) return authFail(reply, checked);
     if (checked.op !== 'userAdd' && missingUser(checked.user)) return noSuchUser(reply, checked.user);
     try {
-      const r = (await node.propose(cmd)) as { ok: boolean; code?: string; message?: string };
+      const r = (await users.propose(cmd)) as { ok: boolean; code?: string; message?: string };
       if (!r.ok) return authFail(reply, r as { ok: false; code: string; message: string });
       return r;
     } catch (err) {
@@ -445,7 +452,7 @@ export function registerFloeApi(
 
   app.get('/v1/users', async (req, reply) => {
     if (!isAdmin(req, reply)) return reply;
-    await node.linearizableRead().catch(() => {});
+    await users.linearizableRead().catch(() => {});
     return { authEnabled: auth.authEnabled, users: auth.userList() };
   });
 
@@ -461,7 +468,7 @@ export function registerFloeApi(
           .send({ error: 'invalid_argument', message: 'user and password must be strings' });
       if (typeof grants === 'string')
         return reply.code(400).send({ error: 'invalid_argument', message: grants });
-      if (!node.isLeader) return fail(reply, new NotLeaderError(node.id, node.leaderHint()), req.url);
+      if (!users.isLeader()) return fail(reply, users.notLeaderError(), req.url);
       let cmd: Uint8Array;
       try {
         cmd = await userAddCommand(user, password, grants);
@@ -479,7 +486,7 @@ export function registerFloeApi(
       if (!self && !isAdmin(req, reply)) return reply;
       if (typeof req.body?.password !== 'string')
         return reply.code(400).send({ error: 'invalid_argument', message: 'password must be a string' });
-      if (!node.isLeader) return fail(reply, new NotLeaderError(node.id, node.leaderHint()), req.url);
+      if (!users.isLeader()) return fail(reply, users.notLeaderError(), req.url);
       // Before hashing: a missing user costs no scrypt run and no log entry.
       if (missingUser(req.params.user)) return noSuchUser(reply, req.params.user);
       let cmd: Uint8Array;

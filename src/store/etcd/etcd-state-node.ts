@@ -1,4 +1,4 @@
-import type { ITxnResponse } from 'etcd3';
+import type { ITxnResponse, Watcher } from 'etcd3';
 import { ProposalOutcomeUnknownError } from '../../node/errors.js';
 import type { StateMachine } from '../../node/state-machine.js';
 import { StoreUnavailableError } from '../errors.js';
@@ -34,6 +34,8 @@ export class EtcdStateNode<R = unknown> {
   private readonly empty: Uint8Array;
   private lastTerm = 0;
   private queue: Promise<unknown> = Promise.resolve();
+  private watcher: Watcher | undefined;
+  private closed = false;
 
   constructor(
     private readonly store: EtcdLeaseStore,
@@ -117,6 +119,46 @@ export class EtcdStateNode<R = unknown> {
       `writing ${this.key}`,
       new Error('32 compares lost'),
     );
+  }
+
+  /**
+   * Keeps the local state machine up to date on every node, active or not (users and permissions are read
+   * locally by every node's servers): a watch on the key, then one read of its current value. Failures are
+   * retried every second and reported through `onError`.
+   */
+  watch(onError: (what: string, err: unknown) => void = () => {}): void {
+    const attempt = async () => {
+      if (this.closed) return;
+      try {
+        const w = await this.store.client.watch().key(this.key).create();
+        if (this.closed) {
+          await w.cancel();
+          return;
+        }
+        this.watcher = w;
+        w.on('put', (kv) => this.absorb(kv.mod_revision, kv.value));
+        w.on('error', (err) => onError(`etcd watch of ${this.key} failed`, err));
+        const kv = (await this.store.client.get(this.key).exec()).kvs[0];
+        if (kv) this.absorb(kv.mod_revision, kv.value);
+      } catch (err) {
+        onError(`cannot watch ${this.key} in etcd yet; retrying`, err);
+        setTimeout(() => void attempt(), 1000).unref();
+      }
+    };
+    void attempt();
+  }
+
+  close(): void {
+    this.closed = true;
+    void this.watcher?.cancel().catch(() => {});
+  }
+
+  /** A newer version of the key seen by the watch: restore it (older or own writes are skipped). */
+  private absorb(mod: string, value: Buffer): void {
+    const cur = Number(this.loadedMod);
+    if (Number.isFinite(cur) && this.loadedMod !== '' && Number(mod) <= cur) return;
+    this.sm.restore(new Uint8Array(value));
+    this.loadedMod = mod;
   }
 
   /** Brings the local state machine up to etcd's version, proving this node active; returns the read revision. */
