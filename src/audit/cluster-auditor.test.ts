@@ -4,7 +4,12 @@ import { buildCreate, encodeSequenceCommand, SequenceStateMachine } from '../sta
 import { ClusterAuditor } from './cluster-auditor.js';
 import { type AuditEvent, auditEventId } from './events.js';
 
-function setup(o: { leading: boolean; ringSize?: number }) {
+function setup(o: {
+  leading: boolean;
+  ringSize?: number;
+  reEmitChunk?: number;
+  defer?: (fn: () => void) => void;
+}) {
   const log = new FakeLog();
   const seqs = new SequenceStateMachine();
   const emitted: AuditEvent[] = [];
@@ -20,6 +25,8 @@ function setup(o: { leading: boolean; ringSize?: number }) {
     isLeader: () => o.leading,
     cluster: 'c1',
     ...(o.ringSize === undefined ? {} : { ringSize: o.ringSize }),
+    ...(o.reEmitChunk === undefined ? {} : { reEmitChunk: o.reEmitChunk }),
+    ...(o.defer === undefined ? {} : { defer: o.defer }),
   });
   return { log, seqs, emitted, auditor, role: (leading: boolean) => roleCb(leading) };
 }
@@ -100,5 +107,18 @@ describe('ClusterAuditor', () => {
     for (let i = 0; i < 10; i++) s.log.grant('orders', `n${i}`);
     s.role(true);
     expect(s.emitted.map(auditEventId)).toEqual(['r/c1/8/0', 'r/c1/9/0', 'r/c1/10/0']);
+  });
+
+  it('round 4: a new leader re-emits its ring in chunks, one per turn of the event loop, and stops if it steps down', () => {
+    const later: (() => void)[] = [];
+    const s = setup({ leading: false, reEmitChunk: 2, defer: (fn) => later.push(fn) });
+    for (let i = 0; i < 5; i++) s.log.grant('orders', `n${i}`);
+    s.role(true);
+    expect(s.emitted).toHaveLength(2); // the rest waits for the next turns: the node keeps ticking meanwhile
+    later.shift()?.();
+    expect(s.emitted).toHaveLength(4);
+    s.role(false);
+    later.shift()?.();
+    expect(s.emitted).toHaveLength(4);
   });
 });

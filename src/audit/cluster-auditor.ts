@@ -29,8 +29,15 @@ export interface ClusterAuditorOptions {
   isLeader(): boolean;
   /** Cluster name in event ids (so several clusters can share one table). */
   cluster: string;
-  /** Events kept for a new leader to re-emit. Default 200,000 (above the pipeline's default channel bound). */
+  /**
+   * Events kept for a new leader to re-emit. Default 20,000: more than `floe serve`'s audit channel holds in memory
+   * (10,000) plus a batch, i.e. more than a killed leader can have applied and not yet shipped or fsynced.
+   */
   ringSize?: number;
+  /** Events re-emitted per turn of the event loop (so a new leader keeps ticking and heartbeating). Default 2,000. */
+  reEmitChunk?: number;
+  /** Yields to the event loop between chunks. Default setImmediate. */
+  defer?: (fn: () => void) => void;
 }
 
 export interface ClusterAuditorStats {
@@ -51,7 +58,7 @@ export class ClusterAuditor {
   readonly stats: ClusterAuditorStats = { emitted: 0, reEmitted: 0, buffered: 0, leaderships: 0 };
 
   constructor(private readonly o: ClusterAuditorOptions) {
-    this.ringSize = o.ringSize ?? 200_000;
+    this.ringSize = o.ringSize ?? 20_000;
     if (!Number.isInteger(this.ringSize) || this.ringSize < 1)
       throw new RangeError(`ClusterAuditor ringSize must be an integer >= 1, got ${o.ringSize}`);
     this.unsubscribe.push(o.leases.subscribe((e) => this.onLease(e)));
@@ -147,10 +154,26 @@ export class ClusterAuditor {
     this.leading = leading;
     if (!leading) return;
     // A new leadership: ship everything this node remembers; whatever the old leader already shipped dedups by id.
+    // In chunks, one per turn of the event loop: a new leader that blocked here for long would miss its first
+    // heartbeats and lose the election it just won (round 4: 200,000 events took 0.9 s, longer than an election
+    // timeout, and a 5-node cluster stayed leaderless). Events applied meanwhile are emitted as they apply.
     this.stats.leaderships++;
-    for (let i = this.ringStart; i < this.ring.length; i++) {
-      this.o.audit.emit(this.ring[i] as AuditEvent);
-      this.stats.reEmitted++;
-    }
+    const snapshot = this.ring.slice(this.ringStart);
+    const gen = ++this.leadership;
+    const chunk = this.o.reEmitChunk ?? 2000;
+    const defer = this.o.defer ?? ((fn: () => void) => setImmediate(fn));
+    let i = 0;
+    const step = () => {
+      if (gen !== this.leadership || !this.leading) return;
+      const end = Math.min(snapshot.length, i + chunk);
+      for (; i < end; i++) {
+        this.o.audit.emit(snapshot[i] as AuditEvent);
+        this.stats.reEmitted++;
+      }
+      if (i < snapshot.length) defer(step);
+    };
+    step();
   }
+
+  private leadership = 0;
 }

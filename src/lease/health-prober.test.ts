@@ -54,6 +54,18 @@ describe('holder health probes on the leader', () => {
     await s.time.advance(3_000); // three failed rounds
     const refused = await s.svc.renew({ app: 'app', workerId: a.workerId, token: a.token });
     expect(refused).toMatchObject({ ok: false, code: 'lease_unhealthy' });
+    // Round 4: a renewal with a wrong token must not reset the sick holder's health.
+    expect(
+      await s.svc.renew({
+        app: 'app',
+        workerId: a.workerId,
+        token: a.token + 1,
+        healthUrl: 'http://elsewhere/ok',
+      }),
+    ).toMatchObject({ ok: false });
+    expect(await s.svc.renew({ app: 'app', workerId: a.workerId, token: a.token })).toMatchObject({
+      code: 'lease_unhealthy',
+    });
     expect((refused as { message: string }).message).toMatch(/failed 3 probes in a row/);
     // Not expired early: the lease lives until the deadline of its last acknowledged renewal ...
     await s.time.advance(renewedAt + TTL - 1 - s.time.monotonicMs());

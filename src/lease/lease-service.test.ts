@@ -461,6 +461,19 @@ describe('LeaseService: refusals before the log (issue 15 item 2)', () => {
       code: 'not_held',
     });
     expect(node.proposals).toBe(before);
+    // Round 4: where apply would answer otherwise, apply decides (the same code as without the precheck).
+    expect(await svc.release({ app: 'app', workerId: 5_000, token: 1 })).toMatchObject({
+      ok: false,
+      code: 'invalid_argument',
+    });
+    expect(
+      await svc.release({
+        app: 'app',
+        workerId: a.workerId,
+        token: a.token + 1,
+        lastTimestampMs: Date.now() + 7_200_000,
+      }),
+    ).toMatchObject({ ok: false, code: 'invalid_argument' });
     // The live lease's release, and a retry of it, are still proposed (a retry may raise the mark).
     expect(await svc.release({ app: 'app', workerId: a.workerId, token: a.token })).toMatchObject({
       ok: true,
@@ -468,6 +481,6 @@ describe('LeaseService: refusals before the log (issue 15 item 2)', () => {
     expect(
       await svc.release({ app: 'app', workerId: a.workerId, token: a.token, lastTimestampMs: 5 }),
     ).toMatchObject({ ok: true, alreadyReleased: true });
-    expect(node.proposals).toBe(before + 2);
+    expect(node.proposals).toBe(before + 4);
   });
 });

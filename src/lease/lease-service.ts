@@ -10,6 +10,7 @@ import {
   type LeaseEvent,
   type LeaseGrant,
   type LeaseResult,
+  MAX_BOUND_AHEAD_MS,
   MAX_EXPIRE_BATCH,
   MAX_POOL_BITS,
   MAX_TTL_MS,
@@ -378,7 +379,6 @@ export class LeaseService {
       this.health.stats.refusedRenewals++;
       return leaseError('lease_unhealthy', `${sick}; the lease is not renewed and expires at its deadline`);
     }
-    if (req.healthUrl !== undefined) this.health.register(app, workerId, token, req.healthUrl);
     // The high-water mark only grows, so reading it here (maybe slightly behind the log) can only
     // make us log a renewal that turns out not to raise anything: harmless.
     const raises = req.boundMs !== undefined && req.boundMs > this.state.highWaterMs(app, workerId);
@@ -401,6 +401,8 @@ export class LeaseService {
       if (!t.ok) return t.error;
       this.extend(t.lease);
       this.stats.loggedRenewals++;
+      // Only the live token's holder may (re)register its health URL (round 4: a wrong token reset a sick holder).
+      if (req.healthUrl !== undefined) this.health.register(app, workerId, token, req.healthUrl);
       return { ...r, expiresAtMs: this.clock.wallMs() + r.ttlMs, logged: true };
     }
     // Without the ReadIndex round a deposed leader could acknowledge this renewal after a new
@@ -411,6 +413,7 @@ export class LeaseService {
     if (!t.ok) return t.error;
     this.extend(t.lease);
     this.stats.localRenewals++;
+    if (req.healthUrl !== undefined) this.health.register(app, workerId, token, req.healthUrl);
     return {
       ok: true,
       op: 'renew',
@@ -431,7 +434,13 @@ export class LeaseService {
       // (it may still raise the mark). Anything else is refused here as apply would refuse it, with no log entry
       // (issue 15 item 2: nothing the state would refuse reaches the log).
       const w = this.state.worker(req.app, req.workerId);
-      if (!w || w.token !== req.token) {
+      const pool = this.state.pool(req.app);
+      // Only where apply would answer the same: a mark too far ahead, or a worker ID outside the pool, is apply's
+      // to refuse (invalid_argument); a pool that does not exist or an unused worker ID is not_held, as apply says.
+      const plausible =
+        (req.lastTimestampMs ?? 0) <= this.clock.wallMs() + MAX_BOUND_AHEAD_MS &&
+        (pool === undefined || req.workerId < pool.size);
+      if (plausible && (!w || w.token !== req.token)) {
         const error = this.tokenError(req.app, req.workerId, req.token);
         if (error) return error;
       }

@@ -338,3 +338,15 @@ describe('SequenceService: one ReadIndex round for a pipeline (decision 0004)', 
     expect(rounds).toBe(4);
   });
 });
+
+describe('SequenceService.delete and issued ranges (round 4)', () => {
+  it('reports what was handed out before the key is deleted', async () => {
+    const ranges: { first: bigint; last: bigint }[] = [];
+    const { svc } = await setup({ onRange: (r) => ranges.push(r), rangeReportMs: 60_000 });
+    for (let i = 0; i < 5; i++) await svc.incrBy('orders', 1n);
+    await svc.delete('orders');
+    expect(ranges.map((r) => [r.first, r.last])).toEqual([[1n, 5n]]);
+    svc.close();
+    expect(ranges).toHaveLength(1);
+  });
+});

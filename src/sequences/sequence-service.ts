@@ -426,6 +426,14 @@ export class SequenceService {
     if (!r.ok) throw new SequenceRefusedError(r);
     if (r.op !== 'delete' || r.key !== key)
       throw new SequenceReplyMismatchError(`delete ${key} answered with ${describe(r)}`);
+    // What was handed out before the delete is still reported (round 4).
+    for (const m of [this.keys, this.nodeKeys]) {
+      const ks = m.get(key);
+      if (ks) {
+        this.report(key, ks.current);
+        this.report(key, ks.spare);
+      }
+    }
     this.keys.delete(key);
     this.nodeKeys.delete(key);
   }

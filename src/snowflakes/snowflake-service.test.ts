@@ -76,3 +76,18 @@ describe('SnowflakeService.create', () => {
     await l.release();
   });
 });
+
+describe('SnowflakeService.create, concurrent (round 4)', () => {
+  it('two creates of one key with different layouts at once: one wins, the pool fits its layout', async () => {
+    const w = world();
+    const svc = w.service();
+    const results = await Promise.allSettled([
+      svc.create('k', 'floe', 10_000),
+      svc.create('k', 'sonyflake', 10_000),
+    ]);
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected']);
+    expect(w.leases.pool('k')).toMatchObject({ bits: 10, datacenterBits: 0 });
+    expect(await svc.next('k', 1)).toHaveLength(1);
+    await svc.close();
+  });
+});

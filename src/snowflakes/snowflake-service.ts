@@ -75,10 +75,28 @@ export class SnowflakeService {
 
   constructor(private readonly o: SnowflakeServiceOptions) {}
 
-  async create(
+  /** Creates of one key run one at a time on this node (two at once could size its pool for two layouts). */
+  private readonly creating = new Map<string, Promise<unknown>>();
+
+  create(
     key: string,
     layout = 'floe',
     ttlMs = DEFAULT_SNOWFLAKE_TTL_MS,
+  ): Promise<{ created: boolean; info: SnowflakeKeyInfo }> {
+    const before = this.creating.get(key) ?? Promise.resolve();
+    const p = before.catch(() => {}).then(() => this.createNow(key, layout, ttlMs));
+    this.creating.set(key, p);
+    const forget = () => {
+      if (this.creating.get(key) === p) this.creating.delete(key);
+    };
+    p.then(forget, forget);
+    return p;
+  }
+
+  private async createNow(
+    key: string,
+    layout: string,
+    ttlMs: number,
   ): Promise<{ created: boolean; info: SnowflakeKeyInfo }> {
     const cmd = parseSnowflakeKeyCommand({ op: 'create', key, layout, ttlMs });
     if ('ok' in cmd) throw new SnowflakeRefusedError(cmd.code, cmd.message);
