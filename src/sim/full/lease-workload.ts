@@ -90,7 +90,15 @@ export class LeaseClientHost {
 
   crash(proc: SimProcess): void {
     if (!proc.alive) return;
-    this.world.trace(`${proc.name} crash`);
+    // A process busy-waiting inside the ID core has, in this model, already issued the IDs it returns at the end of
+    // its wait (they carry that time): the kill lands when the wait ends, never in the middle of it, or a successor
+    // could take over before IDs stamped later than the kill (a modelling artefact, not a real overlap).
+    const w = this.world;
+    if (proc.busyUntilUs > w.sched.nowUs) {
+      w.sched.at(proc.busyUntilUs, undefined, 'crash-after-busy-wait', () => this.crash(proc));
+      return;
+    }
+    w.trace(`${proc.name} crash`);
     proc.kill();
   }
 
@@ -99,6 +107,12 @@ export class LeaseClientHost {
    * rest, the next write torn), and it boots again with a new boot ID.
    */
   powerLoss(): void {
+    const busy = Math.max(...this.live.map((p) => p.busyUntilUs));
+    if (busy > this.world.sched.nowUs) {
+      // As for a crash: the power goes when the busy waits in progress end (see crash()).
+      this.world.sched.at(busy, undefined, 'power-loss-after-busy-wait', () => this.powerLoss());
+      return;
+    }
     for (const p of this.live) p.kill();
     const rng = this.world.rng(`power-${this.name}-${this.machine.boots}`);
     this.disk = this.disk.crash({ kind: 'power', random: (n) => rng.int(n) });
