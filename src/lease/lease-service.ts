@@ -105,6 +105,16 @@ export interface RenewRequest {
   healthUrl?: string;
 }
 
+/** What is wrong with a renewal's fields, if anything (both lease stores check it before anything else). */
+export function checkRenewRequest(req: RenewRequest): LeaseError | undefined {
+  return (
+    checkApp(req.app) ??
+    checkInt('workerId', req.workerId, 0, 2 ** MAX_POOL_BITS - 1) ??
+    checkInt('token', req.token, 1, Number.MAX_SAFE_INTEGER) ??
+    (req.boundMs === undefined ? undefined : checkInt('boundMs', req.boundMs, 0, Number.MAX_SAFE_INTEGER))
+  );
+}
+
 export interface ReleaseRequest {
   app: string;
   workerId: number;
@@ -359,11 +369,7 @@ export class LeaseService {
   }
 
   async renew(req: RenewRequest): Promise<ServiceRenewOk | LeaseError> {
-    const bad =
-      checkApp(req.app) ??
-      checkInt('workerId', req.workerId, 0, 2 ** MAX_POOL_BITS - 1) ??
-      checkInt('token', req.token, 1, Number.MAX_SAFE_INTEGER) ??
-      (req.boundMs === undefined ? undefined : checkInt('boundMs', req.boundMs, 0, Number.MAX_SAFE_INTEGER));
+    const bad = checkRenewRequest(req);
     if (bad) return bad;
     if (req.healthUrl !== undefined) {
       const badUrl = checkHealthUrl(req.healthUrl);

@@ -3,7 +3,7 @@ import { decodeEnvelope, unpack } from '../node/envelope.js';
 import { FloeStateMachine } from '../state/floe-state-machine.js';
 import type { LeaseStateMachine } from '../state/leases/lease-state-machine.js';
 import { DurableStorage } from '../storage/durable-storage.js';
-import { EtcdKeys, type PoolMeta, parseRecord, type StoredRecord } from './etcd/records.js';
+import { EtcdKeys, FIELDS, type PoolMeta, parseRecord, recordOf, type StoredRecord } from './etcd/records.js';
 
 /**
  * Moving worker-ID leases from the built-in store to etcd (docs/etcd-store.md, "Moving between stores").
@@ -26,22 +26,7 @@ function poolsOf(sm: LeaseStateMachine): LeaseExport['pools'] {
   const s = unpack<{ pools: SnapshotPool[] }>(sm.snapshot());
   return s.pools.map(([app, bits, datacenterBits, , flat, , layout]) => {
     const records: StoredRecord[] = [];
-    for (let i = 0; i < flat.length; i += 12) {
-      records.push({
-        workerId: flat[i] as number,
-        highWaterMs: flat[i + 1] as number,
-        nodeId: flat[i + 2] as string,
-        live: flat[i + 3] === 1,
-        token: flat[i + 4] as number,
-        ttlMs: flat[i + 5] as number,
-        grantedAtMs: flat[i + 6] as number,
-        renewedAtMs: flat[i + 7] as number,
-        floorMs: flat[i + 8] as number,
-        requestId: flat[i + 9] as string,
-        freedAt: flat[i + 10] as number,
-        incarnation: flat[i + 11] as string,
-      });
-    }
+    for (let i = 0; i < flat.length; i += FIELDS) records.push(recordOf(flat, i));
     return { app, bits, datacenterBits, layout: layout ?? '', records };
   });
 }

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Etcd3, type IKeyValue, type IRangeResponse, type ITxnResponse, type Lease } from 'etcd3';
 import type { Layout } from '../../id/index.js';
-import type { LeaseClock } from '../../lease/lease-service.js';
+import { checkRenewRequest, type LeaseClock } from '../../lease/lease-service.js';
 import { type WhoisAnswer, whois } from '../../lease/whois.js';
 import { type LeaderHint, NotLeaderError, ProposalOutcomeUnknownError } from '../../node/errors.js';
 import { checkApp, checkInt, encodeLeaseCommand, leaseError } from '../../state/leases/codec.js';
@@ -12,7 +12,6 @@ import {
   type LeaseCommand,
   type LeaseError,
   type LeaseResult,
-  MAX_POOL_BITS,
   MAX_TTL_MS,
   MIN_TTL_MS,
   type PoolInfo,
@@ -617,11 +616,7 @@ export class EtcdLeaseStore implements LeaseStore {
   }
 
   async renew(req: RenewRequest): Promise<ServiceRenewOk | LeaseError> {
-    const bad =
-      checkApp(req.app) ??
-      checkInt('workerId', req.workerId, 0, 2 ** MAX_POOL_BITS - 1) ??
-      checkInt('token', req.token, 1, Number.MAX_SAFE_INTEGER) ??
-      (req.boundMs === undefined ? undefined : checkInt('boundMs', req.boundMs, 0, Number.MAX_SAFE_INTEGER));
+    const bad = checkRenewRequest(req);
     if (bad) return bad;
     this.requireActive();
     const epoch = this.epoch;

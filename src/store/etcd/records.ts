@@ -99,9 +99,11 @@ function flatOf(r: StoredRecord): (number | string)[] {
   ];
 }
 
-const FIELDS = 12;
+/** Fields per worker record in the lease state's snapshot (version 3). */
+export const FIELDS = 12;
 
-function recordOf(flat: (number | string)[], i: number): StoredRecord {
+/** The worker record at `i` in a lease snapshot's flat record array. */
+export function recordOf(flat: (number | string)[], i: number): StoredRecord {
   return {
     workerId: flat[i] as number,
     highWaterMs: flat[i + 1] as number,
