@@ -2,10 +2,8 @@ import type { FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
 import { leaseNodeOf } from '../lease/floe-node-adapter.js';
 import { LeaseService } from '../lease/lease-service.js';
-import { MemoryNetwork, MemoryNodeStorage } from '../node/memory-seams.js';
-import { FloeNode } from '../node/node.js';
-import { FloeStateMachine } from '../state/floe-state-machine.js';
 import { addressProof, startHttpAdmin } from './http-admin.js';
+import { memorySingleNode } from './test-node.js';
 
 const SECRET = 'http-api-test-secret-0123456789';
 let stop: (() => Promise<void>) | undefined;
@@ -17,20 +15,7 @@ afterEach(async () => {
 
 /** One in-process node (memory storage and network) with the real HTTP API on a free port. */
 async function singleNode(): Promise<{ base: string; app: FastifyInstance; lastIndex: () => number }> {
-  const members = [{ id: 1, peerAddr: 'mem:1' }];
-  const net = new MemoryNetwork();
-  const transport = net.endpoint(1);
-  const state = new FloeStateMachine();
-  const node = new FloeNode<unknown>({
-    id: 1,
-    storage: new MemoryNodeStorage({ voters: [1], learners: [] }),
-    transport,
-    stateMachine: state,
-    initialMembers: members,
-    tickMs: 10,
-    random: () => 0,
-  });
-  transport.bind(node);
+  const { node, state } = memorySingleNode();
   const leases = new LeaseService({ node: leaseNodeOf(node), state: state.leases });
   const app = await startHttpAdmin({
     node,

@@ -4,14 +4,13 @@
  * connection N+1 (in total or from one address) gets 503 too_many_connections, and a malformed
  * request in a pipeline does not drop the valid responses before it.
  */
+
 import { connect, type Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
-import { MemoryNetwork, MemoryNodeStorage } from '../node/memory-seams.js';
-import { FloeNode } from '../node/node.js';
-import { FloeStateMachine } from '../state/floe-state-machine.js';
 import { startHttpAdmin } from './http-admin.js';
 import { type HttpLimits, httpConnectionStats, resolveHttpLimits } from './http-limits.js';
+import { memorySingleNode } from './test-node.js';
 
 const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
@@ -19,19 +18,7 @@ afterEach(async () => {
 });
 
 async function node(limits: Partial<HttpLimits>): Promise<{ port: number; app: FastifyInstance }> {
-  const net = new MemoryNetwork();
-  const transport = net.endpoint(1);
-  const state = new FloeStateMachine();
-  const n = new FloeNode<unknown>({
-    id: 1,
-    storage: new MemoryNodeStorage({ voters: [1], learners: [] }),
-    transport,
-    stateMachine: state,
-    initialMembers: [{ id: 1, peerAddr: 'mem:1' }],
-    tickMs: 10,
-    random: () => 0,
-  });
-  transport.bind(n);
+  const { node: n, state } = memorySingleNode();
   const app = await startHttpAdmin({ node: n, kv: state.kv, host: '127.0.0.1', port: 0, limits });
   n.start();
   await n.waitForLeader();
