@@ -15,12 +15,14 @@
  *   npm run fuzz                          # 5,000 HTTP requests + 1,000 RESP cases, seed 1
  *   npm run fuzz -- --requests 20000 --resp 5000 --seed 7 --concurrency 16
  */
+
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { connect, createServer } from 'node:net';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { freePorts } from '../test/cluster/harness.js';
 
 const repoRoot = resolve(import.meta.dirname, '..');
 const floeBin = join(repoRoot, 'dist/cli/main.js');
@@ -658,20 +660,6 @@ function respCase(r: Rng): { desc: string; bytes: Buffer } {
 }
 
 // ---- the node ----------------------------------------------------------------------------------
-
-async function freePorts(n: number): Promise<number[]> {
-  const servers = await Promise.all(
-    Array.from({ length: n }, async () => {
-      const s = createServer();
-      s.listen(0, '127.0.0.1');
-      await once(s, 'listening');
-      return s;
-    }),
-  );
-  const ports = servers.map((s) => (s.address() as { port: number }).port);
-  await Promise.all(servers.map((s) => new Promise((r) => s.close(r))));
-  return ports;
-}
 
 function rssMiB(pid: number): number {
   try {

@@ -1,24 +1,8 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-
-/** Free 127.0.0.1 ports (closed again before use; fine for a test machine). */
-export async function freePorts(n: number): Promise<number[]> {
-  const servers = await Promise.all(
-    Array.from({ length: n }, async () => {
-      const s = createServer();
-      s.listen(0, '127.0.0.1');
-      await once(s, 'listening');
-      return s;
-    }),
-  );
-  const ports = servers.map((s) => (s.address() as { port: number }).port);
-  await Promise.all(servers.map((s) => new Promise((r) => s.close(r))));
-  return ports;
-}
+import { freePorts } from '../cluster/harness.js';
 
 /** Installs Debian's etcd-server when `etcd` is missing (CI images have it). */
 export function ensureEtcd(): void {
