@@ -2,19 +2,11 @@
 // only; with the audit trail (a real ClickHouse 18.16, written by a real node) `floe whois --audit-clickhouse` names
 // the earlier one.
 import { execFile } from 'node:child_process';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  type ClickHouseProcess,
-  clickhouseServerAvailable,
-  startClickHouse,
-} from '../../src/audit/clickhouse-process.js';
-import { ClickHouseAuditSink } from '../../src/audit/clickhouse-sink.js';
+import { describe, expect, it } from 'vitest';
 import { FloeClient } from '../../src/client/index.js';
-import { type Cluster, floeBin, until } from './harness.js';
+import { auditClickHouse, haveClickHouse } from './clickhouse-audit.js';
+import { floeBin, until } from './harness.js';
 import { startCluster } from './lease-cluster.js';
-
-const have = clickhouseServerAvailable();
-if (!have) console.warn('whois-audit: /usr/sbin/clickhouse-server is not installed; skipped');
 
 const floe = (...args: string[]) =>
   new Promise<{ code: number; out: string; err: string }>((resolve) => {
@@ -27,26 +19,15 @@ const floe = (...args: string[]) =>
     );
   });
 
-describe.skipIf(!have)('whois from the audit trail', () => {
-  let ch: ClickHouseProcess;
-  let sink: ClickHouseAuditSink;
-  let cluster: Cluster | undefined;
-  beforeAll(async () => {
-    ch = await startClickHouse();
-    sink = new ClickHouseAuditSink({ url: ch.url });
-    await sink.init();
-  }, 60_000);
-  afterAll(async () => {
-    await cluster?.stopAll();
-    cluster?.cleanup();
-    await sink?.close();
-    await ch?.stop();
-  }, 60_000);
+describe.skipIf(!haveClickHouse)('whois from the audit trail', () => {
+  const t = auditClickHouse('whois-audit');
 
   it('names an earlier holder of the worker ID that the lease state no longer keeps', {
     timeout: 90_000,
   }, async () => {
-    ({ cluster } = await startCluster(1, ['--audit-clickhouse', ch.url]));
+    const { sink, ch } = t;
+    const { cluster } = await startCluster(1, ['--audit-clickhouse', ch.url]);
+    t.cluster = cluster;
     const ep = cluster.nodes[0]!.http;
     const client = new FloeClient({ endpoints: [ep] });
     const first = await client.leaseWorker({ app: 'who', nodeId: 'billing-1', ttlMs: 10_000 });
