@@ -104,21 +104,7 @@ export function issueCert(dir: string, name: string, ca: CertFiles, o: IssueOpti
     ].join('\n'),
   );
   try {
-    openssl([
-      'req',
-      '-new',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:P-256',
-      '-nodes',
-      '-keyout',
-      key,
-      '-out',
-      csr,
-      '-subj',
-      `/CN=${o.commonName ?? o.hosts[0] ?? name}`,
-    ]);
+    newKeyAndRequest(key, csr, o.commonName ?? o.hosts[0] ?? name);
     openssl([
       'x509',
       '-req',
@@ -206,21 +192,7 @@ export function issueCertWithDates(
     ].join('\n'),
   );
   try {
-    openssl([
-      'req',
-      '-new',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:P-256',
-      '-nodes',
-      '-keyout',
-      key,
-      '-out',
-      csr,
-      '-subj',
-      `/CN=${o.commonName}`,
-    ]);
+    newKeyAndRequest(key, csr, o.commonName);
     openssl([
       'ca',
       '-batch',
@@ -244,4 +216,23 @@ export function issueCertWithDates(
     rmSync(work, { recursive: true, force: true });
   }
   return { cert, key };
+}
+
+/** A new P-256 key (unencrypted) and a certificate request for `commonName`. */
+function newKeyAndRequest(key: string, csr: string, commonName: string): void {
+  openssl([
+    'req',
+    '-new',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:P-256',
+    '-nodes',
+    '-keyout',
+    key,
+    '-out',
+    csr,
+    '-subj',
+    `/CN=${commonName}`,
+  ]);
 }
