@@ -34,7 +34,7 @@ describe('lease store conformance: etcd (3 members), through a standby', () => {
     // Calls go to the standby: it answers 307 to the active node, which fetch follows.
     standby = f.nodes[1]!;
     standby.start();
-    await f.waitListening(standby);
+    await f.waitServingLeases(standby);
   }, 60_000);
   afterAll(async () => {
     try {

@@ -27,7 +27,7 @@ async function setup(): Promise<{ etcd: EtcdCluster; floe: FloeNodes }> {
   floe = await FloeNodes.create(3, ['--store', 'etcd', '--etcd-endpoints', etcd.endpoints.join(',')]);
   for (const n of floe.nodes) n.start();
   await floe.waitActive();
-  for (const n of floe.nodes) await floe.waitListening(n);
+  for (const n of floe.nodes) await floe.waitServingLeases(n);
   return { etcd, floe };
 }
 

@@ -23,7 +23,7 @@ it('SDK holders on the etcd store: 0 duplicate IDs across a kill -9 of the activ
   floe = await FloeNodes.create(3, ['--store', 'etcd', '--etcd-endpoints', etcd.endpoints.join(',')]);
   for (const n of floe.nodes) n.start();
   await floe.waitActive();
-  for (const n of floe.nodes) await floe.waitListening(n);
+  for (const n of floe.nodes) await floe.waitServingLeases(n);
   const f = floe;
   const eps = f.nodes.map((n) => n.http);
   const put = await fetch(`http://${eps[0]}/v1/apps/sdk/pool`, {

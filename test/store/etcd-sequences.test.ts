@@ -40,7 +40,7 @@ it('INCR on the etcd store: unique and increasing per client across a kill -9 of
   floe = await FloeNodes.create(3, ['--store', 'etcd', '--etcd-endpoints', etcd.endpoints.join(',')]);
   for (const n of floe.nodes) n.start();
   await floe.waitActive();
-  for (const n of floe.nodes) await floe.waitListening(n);
+  for (const n of floe.nodes) await floe.waitServingLeases(n);
   const f = floe;
   const eps = () => f.nodes.filter((n) => n.running).map((n) => n.http);
   const created = await call(eps, 'POST', '/v1/sequences', { key: 'orders', step: 50 });

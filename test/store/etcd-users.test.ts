@@ -43,7 +43,7 @@ it('users on the etcd store: added through a standby, enforced by every node, ke
   floe = await FloeNodes.create(3, ['--store', 'etcd', '--etcd-endpoints', etcd.endpoints.join(',')]);
   for (const n of floe.nodes) n.start();
   const active = await floe.waitActive();
-  for (const n of floe.nodes) await floe.waitListening(n);
+  for (const n of floe.nodes) await floe.waitServingLeases(n);
   const standby = floe.nodes.find((n) => n !== active)!;
   const res = await fetch(`http://${standby.http}/v1/users`, {
     method: 'POST',

@@ -84,6 +84,28 @@ export class FloeNodes {
     }
   }
 
+  /**
+   * Resolves once the node serves lease calls, itself or by redirecting to the active node: a standby that has not
+   * yet read who is active answers 503 not_leader (seen in CI right after start).
+   */
+  async waitServingLeases(n: ClusterNode, timeoutMs = 30_000): Promise<void> {
+    const until = Date.now() + timeoutMs;
+    for (;;) {
+      try {
+        const res = await fetch(`http://${n.http}/v1/apps/readiness-probe/workers`, {
+          signal: AbortSignal.timeout(2000),
+        });
+        await res.text();
+        if (res.status !== 503) return;
+      } catch {
+        // not listening yet
+      }
+      if (Date.now() > until)
+        throw new Error(`node ${n.spec.id} does not serve lease calls within ${timeoutMs} ms`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
   async stop(): Promise<void> {
     await Promise.all(
       this.nodes.map(async (n) => {
