@@ -82,6 +82,11 @@ export interface PartitionResult<I, O> {
   reason?: 'timeout' | 'cache-limit' | 'not-checked';
   operations: number;
   unknownOutcomes: number;
+  /**
+   * When result is 'ok': how many unknown-outcome operations the linearization leaves out as never
+   * applied (model.skippableUnknowns), so the search did not have to place them.
+   */
+  skippedUnknowns?: number;
   cacheEntries: number;
   elapsedMs: number;
   /** One valid order of the operations it linearized, when result is 'ok'. */
@@ -145,7 +150,7 @@ export function checkHistory<S, I, O>(
       continue;
     }
     checked++;
-    results.set(key, checkPartition(m, key, ops, indexOf, now, deadline, maxCacheEntries));
+    results.set(key, checkPartitionStaged(m, key, ops, indexOf, now, deadline, maxCacheEntries));
   }
 
   const partitions = parts.map((p) => results.get(p.key)!).sort((a, b) => compareKeys(a.key, b.key));
@@ -175,6 +180,46 @@ function validateOperation(op: Operation<unknown, unknown>, i: number): void {
       `operation #${i}: returnTime must be >= invokeTime (${op.invokeTime}) or +Infinity for an unknown outcome, got ${op.returnTime}`,
     );
   }
+}
+
+/**
+ * First without the unknown-outcome operations the model calls skippable (half the remaining
+ * budget), then, unless that proved 'ok', with every operation. Leaving out an operation whose
+ * outcome is unknown is one of the choices the full search has, so a linearization of the
+ * smaller history is one of the whole; an 'illegal' or 'unknown' there proves nothing.
+ */
+function checkPartitionStaged<S, I, O>(
+  m: CompleteModel<S, I, O>,
+  key: string,
+  ops: readonly Operation<I, O>[],
+  indexOf: ReadonlyMap<Operation<I, O>, number>,
+  now: () => number,
+  deadline: number,
+  maxCacheEntries: number,
+): PartitionResult<I, O> {
+  const skippable = new Set(m.skippableUnknowns(ops).filter(isUnknownOutcome));
+  if (skippable.size > 0) {
+    const started = now();
+    const smaller = ops.filter((op) => !skippable.has(op));
+    const first = checkPartition(
+      m,
+      key,
+      smaller,
+      indexOf,
+      now,
+      started + (deadline - started) / 2,
+      maxCacheEntries,
+    );
+    if (first.result === 'ok') {
+      return {
+        ...first,
+        operations: ops.length,
+        unknownOutcomes: ops.filter(isUnknownOutcome).length,
+        skippedUnknowns: skippable.size,
+      };
+    }
+  }
+  return checkPartition(m, key, ops, indexOf, now, deadline, maxCacheEntries);
 }
 
 interface CacheEntry<S> {

@@ -64,6 +64,15 @@ export interface Model<State, Input, Output> {
    * Default: always false.
    */
   readOnly?(input: Input, output: Output): boolean;
+  /**
+   * The unknown-outcome operations of one partition that no known output can depend on, such as
+   * writes of unique values that nobody read. The checker first searches without them: leaving
+   * out an operation whose outcome is unknown is always a legal choice (it may never have taken
+   * effect), so 'ok' there is 'ok' for the whole partition. Only if that search fails does it
+   * search with them. Returning too many only costs time; it can never change a verdict.
+   * Default: none (one search with every operation).
+   */
+  skippableUnknowns?(partition: readonly Operation<Input, Output>[]): Operation<Input, Output>[];
   /** Split a history into independent sub-histories. Default: group by operation key. */
   partition?(history: readonly Operation<Input, Output>[]): Map<string, Operation<Input, Output>[]>;
   /** One line per operation in reports, e.g. "cas(1 -> 2) -> true". */
@@ -82,6 +91,7 @@ export function withDefaults<S, I, O>(model: Model<S, I, O>): CompleteModel<S, I
     equal: model.equal ? (a, b) => model.equal!(a, b) : Object.is,
     hash: model.hash ? (s) => model.hash!(s) : () => 0,
     readOnly: model.readOnly ? (i, o) => model.readOnly!(i, o) : () => false,
+    skippableUnknowns: model.skippableUnknowns ? (p) => model.skippableUnknowns!(p) : () => [],
     partition: model.partition ? (h) => model.partition!(h) : partitionByKey,
     describeOperation: model.describeOperation
       ? (i, o) => model.describeOperation!(i, o)

@@ -226,7 +226,9 @@ export async function http<T = unknown>(
     }
     return { status: res.status, body: parsed as T };
   } catch (err) {
-    return { status: 0, body: { error: String(err) } as T };
+    // ECONNREFUSED (in err.cause) proves the request never reached the node; a timeout does not.
+    const code = ((err as { cause?: { code?: unknown } }).cause?.code as string | undefined) ?? undefined;
+    return { status: 0, body: { error: String(err), code } as T };
   }
 }
 

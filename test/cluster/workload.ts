@@ -1,5 +1,8 @@
 // A recorded client workload against a real cluster over HTTP, checked afterwards for
 // linearizability (per-key register + counter models) and for lost acknowledged writes.
+import { writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import {
   checkHistory,
   counterModel,
@@ -15,24 +18,29 @@ import { type Cluster, http, until } from './harness.js';
 
 interface ErrorBody {
   error?: string;
+  /** The socket error of a request that got no HTTP answer (see http() in harness.ts). */
+  code?: string;
 }
 
 export interface WorkloadStats {
   ok: number;
   failed: number;
   unknown: number;
+  /** Why outcomes were unknown: "status error-code" -> count (shown when a check fails). */
+  unknownWhy: Map<string, number>;
   ackedIncrs: bigint[];
 }
 
 /** Errors that prove the request never reached the state machine. */
 function definitelyNotApplied(status: number, body: unknown): boolean {
-  const code = (body as ErrorBody)?.error;
-  return status !== 0 && (code === 'not_leader' || code === 'overloaded' || code === 'bad_request');
+  const b = body as ErrorBody;
+  if (status === 0) return b?.code === 'ECONNREFUSED';
+  return b?.error === 'not_leader' || b?.error === 'overloaded' || b?.error === 'bad_request';
 }
 
 export class Workload {
   readonly recorder = new HistoryRecorder({ keepInMemory: true });
-  readonly stats: WorkloadStats = { ok: 0, failed: 0, unknown: 0, ackedIncrs: [] };
+  readonly stats: WorkloadStats = { ok: 0, failed: 0, unknown: 0, unknownWhy: new Map(), ackedIncrs: [] };
   private running = false;
   private loops: Promise<void>[] = [];
   private rnd: number;
@@ -84,6 +92,8 @@ export class Workload {
       call.failed();
     } else {
       this.stats.unknown++;
+      const why = `${status} ${(body as ErrorBody)?.code ?? (body as ErrorBody)?.error ?? ''}`.trim();
+      this.stats.unknownWhy.set(why, (this.stats.unknownWhy.get(why) ?? 0) + 1);
       call.unknown();
     }
   }
@@ -158,7 +168,16 @@ export class Workload {
     if (c.result !== 'ok') problems.push(formatCheckResult(c as never));
     const k = checkHistory(kvModel(), toOperations(kv, decodeRegisterRecord), { timeoutMs: 60_000 });
     if (k.result !== 'ok') problems.push(formatCheckResult(k as never));
-    return problems.length ? problems.join('\n') : undefined;
+    if (problems.length === 0) return undefined;
+    // Keep the history for a post-mortem (the cluster's own directory is removed after the test).
+    const file = join(tmpdir(), `floe-history-${process.pid}-${Date.now()}.json`);
+    writeFileSync(
+      file,
+      JSON.stringify(records, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)),
+    );
+    problems.push(`history written to ${file}`);
+    problems.push(`unknown outcomes: ${JSON.stringify(Object.fromEntries(this.stats.unknownWhy))}`);
+    return problems.join('\n');
   }
 }
 

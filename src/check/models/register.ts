@@ -1,7 +1,7 @@
 // A read/write/compare-and-set register per key: the model of a linearizable key-value store.
 
 import type { HistoryRecord, RecordDecoder } from '../history-file.js';
-import { describeValue, type Model, UNKNOWN, type Unknown } from '../model.js';
+import { describeValue, isUnknownOutcome, type Model, UNKNOWN, type Unknown } from '../model.js';
 import { hashPrimitive } from './hash.js';
 
 /** null is "absent": the initial value by default, and what a read of a missing key returns. */
@@ -52,6 +52,20 @@ export function kvModel(
     hash: hashPrimitive,
     // Reads and failed CAS never change the register.
     readOnly: (input, output) => input.op === 'read' || (input.op === 'cas' && output === false),
+    // A write (or CAS) of unknown outcome matters only if someone saw its value: a read returned
+    // it, or a successful CAS expected it. Workloads write unique values, so most timed-out writes
+    // are invisible, and leaving them out keeps a leader change from multiplying the search.
+    skippableUnknowns(partition) {
+      const seen = new Set<RegisterValue>();
+      for (const op of partition) {
+        if (isUnknownOutcome(op)) continue;
+        if (op.input.op === 'read') seen.add(op.output);
+        else if (op.input.op === 'cas' && op.output === true) seen.add(op.input.expected);
+      }
+      return partition.filter(
+        (op) => isUnknownOutcome(op) && op.input.op !== 'read' && !seen.has(op.input.value),
+      );
+    },
     describeOperation: describeRegisterOperation,
     describeState: describeValue,
   };
