@@ -1,6 +1,7 @@
 // How the HTTP API answers the node runtime's errors. One function, used by every route (the admin
 // routes, the lease and user API, and any app built on them), so a code means the same thing
-// everywhere. The table is in docs/http-errors.md.
+// everywhere. Statuses come from the one error table (src/server/errors/table.ts, docs/errors.md);
+// what a write's failure means is in docs/http-errors.md.
 import type { FastifyReply } from 'fastify';
 import {
   MemberNotCaughtUpError,
@@ -12,6 +13,7 @@ import {
   ReadTimeoutError,
 } from '../node/errors.js';
 import { InvalidConfChangeError, ProposalDroppedError } from '../raft/types.js';
+import { type FloeErrorCode, httpStatusOf } from './errors/table.js';
 
 /** Every error reply has the same shape: a stable machine-readable code and a sentence for people. */
 export interface ErrorBody {
@@ -44,6 +46,12 @@ export function retryAdvice(path: string): string {
  * (a bug or an unexpected failure; the message says what).
  */
 export function sendHttpError(reply: FastifyReply, err: unknown, path: string): FastifyReply {
+  const send = (code: FloeErrorCode, message: string, extra?: Partial<ErrorBody>): FastifyReply =>
+    reply.code(httpStatusOf(code)).send({ error: code, ...extra, message });
+  const notApplied = (message: string): FastifyReply => {
+    reply.header('retry-after', String(NOT_COMMITTED_RETRY_AFTER_S));
+    return send('not_committed', `the write was not applied (${message})`);
+  };
   if (err instanceof NotLeaderError) {
     const body: ErrorBody = { error: 'not_leader', message: err.message };
     if (err.leader) body.leader = { id: err.leader.id, httpAddr: err.leader.httpAddr };
@@ -52,7 +60,7 @@ export function sendHttpError(reply: FastifyReply, err: unknown, path: string): 
       const scheme = reply.request.protocol === 'https' ? 'https' : 'http';
       return reply.code(307).header('location', `${scheme}://${err.leader.httpAddr}${path}`).send(body);
     }
-    return reply.code(503).send(body);
+    return reply.code(httpStatusOf('not_leader')).send(body);
   }
   // Before ReadTimeoutError: a write's timeout (ProposalTimeoutError) is an unknown outcome.
   if (err instanceof ProposalOutcomeUnknownError) {
@@ -61,41 +69,22 @@ export function sendHttpError(reply: FastifyReply, err: unknown, path: string): 
       reason: err.reason,
       message: `the write may or may not have been applied (${err.message}); ${retryAdvice(path)}`,
     };
-    return reply.code(504).send(body);
+    return reply.code(httpStatusOf('outcome_unknown')).send(body);
   }
-  if (err instanceof ProposalNotCommittedError) {
-    return reply
-      .code(503)
-      .header('retry-after', String(NOT_COMMITTED_RETRY_AFTER_S))
-      .send({ error: 'not_committed', message: `the write was not applied (${err.message})` });
-  }
-  if (err instanceof ReadTimeoutError)
-    return reply.code(504).send({ error: 'timeout', message: err.message });
-  if (err instanceof OverloadedError)
-    return reply.code(429).send({ error: 'overloaded', message: err.message });
-  if (err instanceof NodeStoppedError)
-    return reply.code(503).send({ error: 'stopped', message: err.message });
-  if (err instanceof MemberNotCaughtUpError)
-    return reply.code(504).send({ error: 'not_caught_up', message: err.message });
-  if (err instanceof InvalidConfChangeError)
-    return reply.code(409).send({ error: 'invalid_membership_change', message: err.message });
+  if (err instanceof ProposalNotCommittedError) return notApplied(err.message);
+  if (err instanceof ReadTimeoutError) return send('timeout', err.message);
+  if (err instanceof OverloadedError) return send('overloaded', err.message);
+  if (err instanceof NodeStoppedError) return send('stopped', err.message);
+  if (err instanceof MemberNotCaughtUpError) return send('not_caught_up', err.message);
+  if (err instanceof InvalidConfChangeError) return send('invalid_membership_change', err.message);
   // The core refused to append the proposal, so it was certainly not applied.
   if (err instanceof ProposalDroppedError) {
-    if (err.reason === 'transferring')
-      return reply.code(503).header('retry-after', String(NOT_COMMITTED_RETRY_AFTER_S)).send({
-        error: 'not_committed',
-        message: `the write was not applied (leadership transfer in progress)`,
-      });
+    if (err.reason === 'transferring') return notApplied('leadership transfer in progress');
     if (err.reason === 'tooMuchUncommitted')
-      return reply
-        .code(429)
-        .send({ error: 'overloaded', message: 'too much uncommitted log; retry shortly' });
+      return send('overloaded', 'too much uncommitted log; retry shortly');
     if (err.reason === 'confChangePending')
-      return reply.code(409).send({
-        error: 'conf_change_pending',
-        message: 'another membership change is in progress; retry when it ends',
-      });
+      return send('conf_change_pending', 'another membership change is in progress; retry when it ends');
   }
   const message = err instanceof Error ? err.message : String(err);
-  return reply.code(500).send({ error: 'internal', message });
+  return send('internal', message);
 }

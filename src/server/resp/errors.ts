@@ -1,3 +1,5 @@
+import { type FloeErrorCode, respLineOf } from '../errors/table.js';
+
 /**
  * An error reply. `line` is the whole reply line without the leading `-`: an upper-case code, a space, a message
  * (`ERR syntax error`, `MOVED 12182 10.0.0.1:7379`, `NOAUTH Authentication required.`). Handlers throw it;
@@ -10,12 +12,20 @@ export class RespError extends Error {
   }
 }
 
-/** Redis's exact wording for the errors clients recognise. */
+/**
+ * The RESP error of a Floe error code (src/server/errors/table.ts, docs/errors.md): its prefix and,
+ * where the table fixes one, its stable text, then `detail`.
+ */
+export function respErrorOf(code: FloeErrorCode, detail?: string): RespError {
+  return new RespError(respLineOf(code, detail));
+}
+
+/** Redis's exact wording for the errors clients recognise (prefixes and fixed texts from the error table). */
 export const errors = {
-  syntax: (): RespError => new RespError('ERR syntax error'),
-  notInteger: (): RespError => new RespError('ERR value is not an integer or out of range'),
+  syntax: (): RespError => respErrorOf('syntax_error'),
+  notInteger: (): RespError => respErrorOf('not_integer'),
   wrongArity: (fullName: string): RespError =>
-    new RespError(`ERR wrong number of arguments for '${fullName}' command`),
+    respErrorOf('wrong_arity', `wrong number of arguments for '${fullName}' command`),
   /** `unknown command 'FOO', with args beginning with: 'a' 'b' ` (Redis shows at most ~128 bytes of args). */
   unknownCommand: (name: string, args: readonly Buffer[]): RespError => {
     let shown = '';
@@ -23,12 +33,20 @@ export const errors = {
       // Cut the bytes before decoding: an argument may be up to maxBulkBytes long.
       shown += `'${args[i]!.subarray(0, 128 - shown.length).toString('utf8')}' `;
     }
-    return new RespError(`ERR unknown command '${name.slice(0, 128)}', with args beginning with: ${shown}`);
+    return respErrorOf(
+      'unknown_command',
+      `unknown command '${name.slice(0, 128)}', with args beginning with: ${shown}`,
+    );
   },
   unknownSubcommand: (sub: string, container: string): RespError =>
-    new RespError(`ERR unknown subcommand '${sub.slice(0, 128)}'. Try ${container.toUpperCase()} HELP.`),
-  noAuth: (): RespError => new RespError('NOAUTH Authentication required.'),
-  wrongPass: (): RespError => new RespError('WRONGPASS invalid username-password pair or user is disabled.'),
-  moved: (slot: number, addr: string): RespError => new RespError(`MOVED ${slot} ${addr}`),
-  clusterDown: (): RespError => new RespError('CLUSTERDOWN The cluster is down'),
+    respErrorOf(
+      'unknown_subcommand',
+      `unknown subcommand '${sub.slice(0, 128)}'. Try ${container.toUpperCase()} HELP.`,
+    ),
+  noAuth: (): RespError => respErrorOf('unauthorized'),
+  wrongPass: (): RespError => respErrorOf('wrong_password'),
+  moved: (slot: number, addr: string): RespError => respErrorOf('not_leader', `${slot} ${addr}`),
+  clusterDown: (): RespError => respErrorOf('cluster_down'),
+  /** `NOPERM <message>`: the user lacks a permission. */
+  noPerm: (message: string): RespError => respErrorOf('forbidden', message),
 };
