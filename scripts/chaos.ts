@@ -23,7 +23,12 @@
  * At the end every client releases and exits; src/check/chaos-history.ts checks everything recorded, and the script
  * prints ONE JSON line of counts and exits 1 on any violation, or when no worker ID changed hands.
  *
+ * `--store etcd`: the same clients, client faults and checker against three `floe serve --store etcd` nodes on a real
+ * 3-member etcd 3.4 (scripts/chaos-etcd.ts); the server faults are then kill -9 and SIGSTOP (some past its etcd
+ * session) of the active Floe node, and kill -9 of an etcd follower and of the etcd leader (ETCD_FAULT_CYCLE).
+ *
  * Options: --seconds 60 --clients 20 --ttl 3000 --rate 60000 (IDs/s per client between bursts; 0 = unbounded)
+ *          --store raft|etcd (default raft)
  *          --pool-bits 4 --seed 1 --dir <keep records here> --verbose
  *          --bugs client-two-generators,... (test-only switches put back into every client's SDK: a teeth run)
  */
@@ -55,6 +60,7 @@ import {
   waitForLeader,
 } from '../test/cluster/harness.js';
 import type { ChaosClientOptions } from './chaos-client.js';
+import { ETCD_FAULT_CYCLE, ETCD_SERVER_FAULTS, EtcdChaosServers } from './chaos-etcd.js';
 import { readChaosRun, recordEvent } from './chaos-records.js';
 
 function arg(name: string, def: number): number {
@@ -81,6 +87,11 @@ let seed = arg('seed', 1) >>> 0 || 1;
 const verbose = process.argv.includes('--verbose');
 const keepDir = strArg('dir');
 const bugs = (strArg('bugs') ?? '').split(',').filter(Boolean);
+const store = strArg('store') ?? 'raft';
+if (store !== 'raft' && store !== 'etcd') {
+  console.error(`--store must be raft or etcd, got ${store}`);
+  process.exit(2);
+}
 const rand = () => {
   seed = (seed * 1664525 + 1013904223) >>> 0;
   return seed / 2 ** 32;
@@ -103,14 +114,20 @@ mkdirSync(dir, { recursive: true });
 const APP = 'chaos';
 const COARSE_APP = 'chaos-coarse';
 const proxies: FaultProxy[] = [];
-const cluster = await Cluster.create({ size: 3 });
-for (const n of cluster.nodes) {
-  const p = await FaultProxy.start({ listen: '127.0.0.1:0', target: `127.0.0.1:${n.spec.peerPort}` });
-  proxies.push(p);
-  n.spec.advertisedPeerPort = p.port;
+// --store raft: a 3-member Floe Raft cluster behind fault proxies. --store etcd: etcd and three Floe nodes over it.
+let raftCluster: Cluster | undefined;
+const etcdServers = store === 'etcd' ? await EtcdChaosServers.start(log) : undefined;
+if (!etcdServers) {
+  const cluster = await Cluster.create({ size: 3 });
+  raftCluster = cluster;
+  for (const n of cluster.nodes) {
+    const p = await FaultProxy.start({ listen: '127.0.0.1:0', target: `127.0.0.1:${n.spec.peerPort}` });
+    proxies.push(p);
+    n.spec.advertisedPeerPort = p.port;
+  }
+  cluster.startAll();
 }
-cluster.startAll();
-const endpoints = cluster.nodes.map((n) => n.http);
+const endpoints = etcdServers ? etcdServers.endpoints : (raftCluster as Cluster).nodes.map((n) => n.http);
 
 /** A client process. `k` is its client slot: the nodeId `c<k>` and the variant stay with the slot. */
 interface ClientProc {
@@ -346,7 +363,7 @@ const count = (what: string) => {
   log(what);
 };
 
-async function leaderId(): Promise<number | undefined> {
+async function leaderId(cluster: Cluster): Promise<number | undefined> {
   for (const n of cluster.nodes) {
     if (!n.running) continue;
     const v = await http<ClusterView>(n.http, 'GET', '/v1/cluster', undefined, 500);
@@ -377,6 +394,11 @@ try {
     [APP, poolBits],
     [COARSE_APP, 1],
   ] as const) {
+    if (etcdServers) {
+      await etcdServers.setupPool(app, bits);
+      continue;
+    }
+    const cluster = raftCluster as Cluster;
     let pool: Awaited<ReturnType<typeof http>> = { status: 0, body: undefined };
     const setupDeadline = performance.now() + 30_000;
     while (pool.status !== 200 && performance.now() < setupDeadline) {
@@ -392,7 +414,8 @@ try {
   const end = performance.now() + seconds * 1000;
   let replaceCount = 0;
   let pauseCount = 0;
-  let cycle = Math.floor(rand() * FAULT_CYCLE.length);
+  const faultCycle: readonly string[] = etcdServers ? ETCD_FAULT_CYCLE : FAULT_CYCLE;
+  let cycle = Math.floor(rand() * faultCycle.length);
   const pending: Promise<unknown>[] = [];
   /** Restarts slot k now (the old process is gone or going). */
   const restart = (k: number) => {
@@ -402,9 +425,13 @@ try {
   await sleep(Math.min(3000, seconds * 100));
   while (performance.now() < end - 1500) {
     await sleep(1000 + rand() * 1500);
-    const kind = FAULT_CYCLE[cycle++ % FAULT_CYCLE.length];
-    if (kind === 'kill9-leader' || kind === 'pause-leader') {
-      const leader = await leaderId();
+    const kind = faultCycle[cycle++ % faultCycle.length];
+    if (etcdServers && kind !== undefined && ETCD_SERVER_FAULTS.has(kind)) {
+      const what = await etcdServers.inject(kind, rand, pending);
+      if (what !== undefined) count(what);
+    } else if (kind === 'kill9-leader' || kind === 'pause-leader') {
+      const cluster = raftCluster as Cluster;
+      const leader = await leaderId(cluster);
       if (leader === undefined) continue;
       const node = cluster.node(leader);
       if (kind === 'kill9-leader') {
@@ -477,8 +504,9 @@ try {
   }
   log('faults over; healing');
   await Promise.all(pending);
-  for (const n of cluster.nodes) if (!n.running) n.start();
-  for (const n of cluster.nodes) if (n.paused) n.signal('SIGCONT');
+  if (etcdServers) await etcdServers.heal();
+  for (const n of raftCluster?.nodes ?? []) if (!n.running) n.start();
+  for (const n of raftCluster?.nodes ?? []) if (n.paused) n.signal('SIGCONT');
   for (const p of proxies) p.heal();
   await sleep(Math.max(0, end - performance.now()));
 
@@ -491,7 +519,8 @@ try {
 } finally {
   log('stopping the cluster');
   for (const c of everyone) await kill9(c);
-  await cluster.stopAll();
+  await raftCluster?.stopAll();
+  await etcdServers?.stop();
   log('closing proxies');
   // FaultProxy.close() can wait for a 'close' event that already fired: do not let it hold the run.
   await Promise.race([Promise.all(proxies.map((p) => p.close())), sleep(2000)]);
@@ -525,6 +554,7 @@ console.log(
     faultsInjected,
     faults: faultCounts,
     clients: clientCount,
+    ...(etcdServers ? { store: 'etcd' } : {}),
     ...(bugs.length > 0 ? { bugs } : {}),
     clientStats,
     seconds: Math.round((performance.now() - t0) / 100) / 10,
@@ -535,8 +565,10 @@ if (keepDir === undefined && violations === 0 && exitCode === 0)
   rmSync(dir, { recursive: true, force: true });
 if (violations > 0 || exitCode !== 0) {
   if (keepDir === undefined) console.error(`records kept in ${dir}`);
-  cluster.cleanup();
+  raftCluster?.cleanup();
+  etcdServers?.cleanup();
   process.exit(violations > 0 ? 1 : exitCode);
 }
-cluster.cleanup();
+raftCluster?.cleanup();
+etcdServers?.cleanup();
 process.exit(0);

@@ -1,4 +1,4 @@
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -119,6 +119,41 @@ export class EtcdCluster {
       } catch {}
     }
     return -1;
+  }
+
+  /**
+   * leaderIndex() without blocking the event loop (a chaos driver keeps recording client exits meanwhile): -1 when
+   * no running member says it leads.
+   */
+  async leaderIndexAsync(): Promise<number> {
+    const statusOf = (i: number) =>
+      new Promise<number>((resolve) => {
+        execFile(
+          'etcdctl',
+          ['--endpoints', this.endpoints[i]!, 'endpoint', 'status', '-w', 'json', '--command-timeout=2s'],
+          { env: { ...process.env, ETCDCTL_API: '3' }, encoding: 'utf8', timeout: 5000 },
+          (err, out) => {
+            if (err) return resolve(-1);
+            try {
+              const s = (
+                JSON.parse(out) as { Status: { header: { member_id: number }; leader: number } }[]
+              )[0]!.Status;
+              resolve(String(s.header.member_id) === String(s.leader) ? i : -1);
+            } catch {
+              resolve(-1);
+            }
+          },
+        );
+      });
+    const running = this.members.flatMap((m, i) => (m.proc ? [i] : []));
+    const found = await Promise.all(running.map(statusOf));
+    return found.find((i) => i >= 0) ?? -1;
+  }
+
+  /** True while member i's process was started by us and has not been killed. */
+  running(i: number): boolean {
+    const p = this.members[i]!.proc;
+    return p !== undefined && p.exitCode === null && p.signalCode === null;
   }
 
   async waitHealthy(timeoutMs = 30_000): Promise<void> {
