@@ -18,6 +18,7 @@ import { memberFetch, SnowflakeService } from '../snowflakes/index.js';
 import { AuthStateMachine } from '../state/auth/index.js';
 import { FloeStateMachine } from '../state/floe-state-machine.js';
 import { SequenceStateMachine } from '../state/sequences/index.js';
+import { SnowflakeKeysStateMachine } from '../state/snowflakes/snowflake-keys.js';
 import { DurableStorage } from '../storage/durable-storage.js';
 import { EtcdLeaseStore } from '../store/etcd/etcd-lease-store.js';
 import { EtcdStateNode } from '../store/etcd/etcd-state-node.js';
@@ -192,9 +193,21 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
   });
   // Server-side Snowflake: this node leases its own worker ID per key through its own HTTP API
   // (followed to the leader), as a member, with the same SDK embedded users run.
+  // On the etcd store the keys live in etcd (created by the active node, watched by every node); each node still
+  // leases its own worker ID per key.
+  const snowflakeKeys =
+    store instanceof EtcdLeaseStore
+      ? new EtcdStateNode(
+          store,
+          `${store.keys.prefix}/snowflakes`,
+          state.snowflakes,
+          new SnowflakeKeysStateMachine(),
+        )
+      : undefined;
+  snowflakeKeys?.watch((what, err) => logger.warn({ err: String(err) }, what));
   const snowflakes = new SnowflakeService({
     state: state.snowflakes,
-    propose: (cmd) => node.propose(cmd),
+    propose: (cmd) => (snowflakeKeys ? snowflakeKeys.propose(cmd) : node.propose(cmd)),
     configurePool: async (app, bits, dcBits) => {
       const r = await store.configurePool(app, bits, dcBits);
       return r.ok ? { ok: true } : { ok: false, message: r.message };
@@ -204,8 +217,10 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
       fetch: memberFetch(secret, config.nodeId, internalFetch),
     }),
     holder: `floe-node-${config.nodeId}`,
-    pinnedLayout: (app) => state.leases.pool(app)?.layout || undefined,
-    linearizableRead: () => node.linearizableRead(),
+    pinnedLayout: snowflakeKeys
+      ? async (app) => (await store.pool(app))?.layout || undefined
+      : (app) => state.leases.pool(app)?.layout || undefined,
+    linearizableRead: () => (snowflakeKeys ? snowflakeKeys.refresh() : node.linearizableRead()),
     cacheDir: join(config.dataDir, 'snowflake-leases'),
   });
   // Password checks on a thread of their own (never on libuv's pool, which the WAL's fsyncs use),
@@ -361,6 +376,7 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
         // Hand the worker IDs back while the cluster can still take the release.
         await Promise.race([snowflakes.close(), new Promise((r) => setTimeout(r, 2000))]);
         users?.close();
+        snowflakeKeys?.close();
         await store.close();
         leases.close();
         sequences.close();

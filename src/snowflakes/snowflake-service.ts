@@ -32,7 +32,7 @@ export interface SnowflakeServiceOptions {
    * The ID layout fingerprint the lease pool `app` is pinned to, if any (an SDK app of the same name, or an earlier
    * key): a create with another layout must not resize that pool (review round 3).
    */
-  pinnedLayout?(app: string): string | undefined;
+  pinnedLayout?(app: string): string | undefined | Promise<string | undefined>;
   /** This node's SDK client (its own HTTP API, following the leader; authenticated as a member). */
   client: FloeClient;
   /** The lease holder's name, e.g. `floe-node-1`: a restarted node gets its worker ID back. */
@@ -110,7 +110,7 @@ export class SnowflakeService {
         `snowflake key ${JSON.stringify(key)} exists with another layout or TTL`,
       );
     if (existing) return { created: false, info: existing };
-    const pinned = this.o.pinnedLayout?.(key);
+    const pinned = await this.o.pinnedLayout?.(key);
     if (pinned && pinned !== layoutFingerprint(l))
       throw new SnowflakeRefusedError(
         'layout_mismatch',

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ClusterNode } from '../cluster/harness.js';
 import { httpLeaseApi, leaseStoreConformance } from './conformance.js';
 import { EtcdCluster } from './etcd-cluster.js';
@@ -45,4 +45,23 @@ describe('lease store conformance: etcd (3 members), through a standby', () => {
     }
   });
   leaseStoreConformance(() => httpLeaseApi(() => `http://${standby.http}`), 'etcd');
+
+  it('a Snowflake key created through one node is served by every node, each from its own worker ID', async () => {
+    const viaStandby = httpLeaseApi(() => `http://${standby.http}`);
+    const viaActive = httpLeaseApi(() => `http://${f.nodes[0]!.http}`);
+    const key = 'conf-etcd-shared-key';
+    const c = await viaStandby.snowflakeCreate({ key, layout: 'floe' });
+    expect(c.ok, JSON.stringify(c)).toBe(true);
+    // The key reaches the active node too (its watch, or the read before "no such key").
+    const a = await viaActive.snowflakeNext(key, 200);
+    const b = await viaStandby.snowflakeNext(key, 200);
+    if (!a.ok || !b.ok) throw new Error(`next failed: ${JSON.stringify([a, b])}`);
+    const all = [...(a.ids as string[]), ...(b.ids as string[])];
+    expect(new Set(all).size).toBe(400);
+    // Two holders of the key's pool: one worker ID per node.
+    const holders = await viaActive.list(key);
+    if (!holders.ok) throw new Error(JSON.stringify(holders));
+    const leases = (holders as unknown as { leases?: { nodeId: string }[] }).leases ?? [];
+    expect(new Set(leases.map((l) => l.nodeId)).size).toBe(2);
+  });
 });

@@ -1,3 +1,5 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { expect, it } from 'vitest';
 
 /**
@@ -14,12 +16,21 @@ export interface LeaseApi {
     ttlMs?: number;
     boundMs?: number;
     layout?: string;
+    healthUrl?: string;
   }): Promise<Answer>;
-  renew(app: string, workerId: number, b: { token: number; boundMs?: number }): Promise<Answer>;
+  renew(
+    app: string,
+    workerId: number,
+    b: { token: number; boundMs?: number; healthUrl?: string },
+  ): Promise<Answer>;
   release(app: string, workerId: number, b: { token: number; lastTimestampMs?: number }): Promise<Answer>;
   configurePool(app: string, bits: number, datacenterBits?: number): Promise<Answer>;
   get(app: string, workerId: number): Promise<Answer>;
   list(app: string): Promise<Answer>;
+  /** Server-side Snowflake keys (docs/snowflake-server.md). */
+  snowflakeCreate(b: { key: string; layout?: string; ttlMs?: number }): Promise<Answer>;
+  snowflakeNext(key: string, count: number): Promise<Answer>;
+  snowflakeInfo(key: string): Promise<Answer>;
 }
 
 /** `ok: true` with the reply's fields, or `ok: false` with the refusal's code. */
@@ -47,6 +58,9 @@ export function httpLeaseApi(base: () => string): LeaseApi {
       call('PUT', `/v1/apps/${encodeURIComponent(app)}/pool`, { bits, datacenterBits }),
     get: (app, w) => call('GET', `/v1/apps/${encodeURIComponent(app)}/workers/${w}`),
     list: (app) => call('GET', `/v1/apps/${encodeURIComponent(app)}/workers`),
+    snowflakeCreate: (b) => call('POST', '/v1/snowflakes', b),
+    snowflakeNext: (key, count) => call('POST', `/v1/snowflakes/${encodeURIComponent(key)}/next`, { count }),
+    snowflakeInfo: (key) => call('GET', `/v1/snowflakes/${encodeURIComponent(key)}`),
   };
 }
 
@@ -183,6 +197,71 @@ export function leaseStoreConformance(api: () => LeaseApi, tag: string): void {
     expect(g3.workerId).toBe(g.workerId);
     expect(g3.token as number).toBeGreaterThan(g.token as number);
     expect(g3.highWaterMs as number).toBeGreaterThanOrEqual(g.boundMs as number);
+  });
+
+  it('holder health: renewals are refused (lease_unhealthy) once the health URL fails its probes; bad URLs are refused', async () => {
+    let healthy = true;
+    const server = createServer((_req, res) => {
+      res.writeHead(healthy ? 200 : 503).end();
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      const healthUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/health`;
+      const a = app('health');
+      const g = ok(await api().acquire({ app: a, nodeId: 'n1', ttlMs: 60_000, healthUrl }));
+      const w = g.workerId as number;
+      const token = g.token as number;
+      ok(await api().renew(a, w, { token, healthUrl }));
+      healthy = false;
+      // Probed every second; refused after 3 failed probes in a row.
+      const until = Date.now() + 20_000;
+      for (;;) {
+        const r = await api().renew(a, w, { token, healthUrl });
+        if (!r.ok) {
+          expect(r.code).toBe('lease_unhealthy');
+          expect(r.status).toBe(409);
+          break;
+        }
+        if (Date.now() > until)
+          throw new Error('renewals still accepted 20 s after the holder became unhealthy');
+        await new Promise((res) => setTimeout(res, 250));
+      }
+      // Nothing was expired early: the lease is still live until its deadline.
+      expect(ok(await api().get(a, w)).live).toBe(true);
+      refused(
+        await api().acquire({ app: app('health-bad'), nodeId: 'n1', healthUrl: 'ftp://x/health' }),
+        'invalid_argument',
+      );
+      refused(await api().renew(a, w, { token, healthUrl: 'not a url' }), 'invalid_argument');
+    } finally {
+      server.close();
+    }
+  }, 30_000);
+
+  it('server-side Snowflake keys: create (idempotent, other settings refused), next, info, unknown key, pinned pool', async () => {
+    const key = app('sf');
+    const c = await api().snowflakeCreate({ key, layout: 'floe', ttlMs: 10_000 });
+    expect(ok(c)).toMatchObject({ status: 201, created: true, layout: 'floe', ttlMs: 10_000 });
+    expect(ok(await api().snowflakeCreate({ key, layout: 'floe', ttlMs: 10_000 }))).toMatchObject({
+      status: 200,
+      created: false,
+    });
+    refused(await api().snowflakeCreate({ key, layout: 'twitter', ttlMs: 10_000 }), 'exists');
+    const n = ok(await api().snowflakeNext(key, 500));
+    const ids = (n.ids as string[]).map(BigInt);
+    expect(ids).toHaveLength(500);
+    expect(new Set(ids).size).toBe(500);
+    for (let i = 1; i < ids.length; i++) expect(ids[i]! > ids[i - 1]!).toBe(true);
+    const n2 = ok(await api().snowflakeNext(key, 1));
+    expect(BigInt((n2.ids as string[])[0]!) > ids.at(-1)!).toBe(true);
+    expect(ok(await api().snowflakeInfo(key))).toMatchObject({ key, layout: 'floe', ttlMs: 10_000 });
+    const missing = app('sf-missing');
+    refused(await api().snowflakeNext(missing, 1), 'not_found');
+    refused(await api().snowflakeInfo(missing), 'not_found');
+    // A lease pool an SDK app pinned to another layout is not resized for a key of the same name.
+    const pinned = app('sf-pinned');
+    ok(await api().acquire({ app: pinned, nodeId: 'n1', layout: 'some-other-layout' }));
+    refused(await api().snowflakeCreate({ key: pinned, layout: 'floe' }), 'layout_mismatch');
   });
 
   it('bad input is refused naming the field', async () => {

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Etcd3, type IKeyValue, type IRangeResponse, type ITxnResponse, type Lease } from 'etcd3';
 import type { Layout } from '../../id/index.js';
+import { checkHealthUrl, HealthProber, type HealthProberOptions } from '../../lease/health-prober.js';
 import { checkRenewRequest, type LeaseClock } from '../../lease/lease-service.js';
 import { type WhoisAnswer, whois } from '../../lease/whois.js';
 import { type LeaderHint, NotLeaderError, ProposalOutcomeUnknownError } from '../../node/errors.js';
@@ -68,6 +69,8 @@ export interface EtcdLeaseStoreOptions {
   newRequestId?: () => string;
   onError?: (what: string, err: unknown) => void;
   onInfo?: (what: string) => void;
+  /** Holder health probes (src/lease/health-prober.ts), run by the active node as the built-in leader runs them. */
+  health?: Omit<HealthProberOptions, 'timers' | 'isLive'>;
 }
 
 interface Tracked {
@@ -131,6 +134,13 @@ export class EtcdLeaseStore implements LeaseStore {
   private epoch = 0;
   private lastErrorReport = Number.NEGATIVE_INFINITY;
   /** Whole-pool commands of one app run one at a time here: they would only lose each other's compares. */
+  /**
+   * The active node's probes of holders' health URLs (docs/leases.md, "Holder health"): the same prober and rules as
+   * the built-in leader's. Its judgement is this node's own: a newly active node starts with every holder healthy
+   * and learns the URLs from renewals. It never expires anything: a sick holder's renewals are refused
+   * (`lease_unhealthy`) and its lease expires at its deadline, as a crashed holder's does.
+   */
+  readonly health: HealthProber;
   private readonly poolQueues = new Map<string, Promise<unknown>>();
   /** The last session/election failure while etcd cannot be reached; undefined once a step succeeds. */
   private etcdDown: unknown;
@@ -178,6 +188,14 @@ export class EtcdLeaseStore implements LeaseStore {
     this.newRequestId = opts.newRequestId ?? randomUUID;
     this.onError = opts.onError ?? (() => {});
     this.onInfo = opts.onInfo ?? (() => {});
+    this.health = new HealthProber({
+      ...opts.health,
+      timers: {
+        setTimeout: (fn, ms) => setTimeout(fn, ms).unref(),
+        clearTimeout: (h) => clearTimeout(h as NodeJS.Timeout),
+      },
+      isLive: (app, workerId, token) => this.find(app, workerId)?.token === token,
+    });
     this.selfValue = JSON.stringify({
       id: opts.self.id,
       httpAddr: opts.self.httpAddr,
@@ -217,6 +235,7 @@ export class EtcdLeaseStore implements LeaseStore {
     if (this.timer) clearInterval(this.timer);
     const wasActive = this.activeRev !== undefined;
     this.depose('closing');
+    this.health.stop();
     // Hand over at once: revoking the session deletes our `active` key.
     if (wasActive || this.session) await this.session?.revoke().catch(() => {});
     this.client.close();
@@ -255,6 +274,7 @@ export class EtcdLeaseStore implements LeaseStore {
     this.activeHint = undefined;
     this.seeded = false;
     this.tracked.clear();
+    this.health.stop();
     this.epoch++;
     this.stats.depositions++;
     this.onInfo(`no longer the active Floe node on etcd: ${why}`);
@@ -362,6 +382,9 @@ export class EtcdLeaseStore implements LeaseStore {
       if (r.live) this.track(p.app, r.workerId, r.token, r.ttlMs, now + r.ttlMs);
     }
     this.seeded = true;
+    // A new active node's judgement of health starts afresh (every holder healthy), as a new Raft leader's does.
+    this.health.stop();
+    this.health.start();
     this.notify();
   }
 
@@ -587,6 +610,10 @@ export class EtcdLeaseStore implements LeaseStore {
   // ---- client operations -------------------------------------------------------------------
 
   async acquire(req: AcquireRequest): Promise<AcquireOk | LeaseError> {
+    if (req.healthUrl !== undefined) {
+      const badUrl = checkHealthUrl(req.healthUrl);
+      if (badUrl) return leaseError('invalid_argument', badUrl);
+    }
     this.requireActive();
     const epoch = this.epoch;
     const ttlMs = req.ttlMs ?? this.defaultTtlMs;
@@ -612,15 +639,27 @@ export class EtcdLeaseStore implements LeaseStore {
     } else {
       this.track(r.app, r.workerId, r.token, r.ttlMs, this.clock.monotonicMs() + r.ttlMs);
     }
+    if (req.healthUrl !== undefined) this.health.register(r.app, r.workerId, r.token, req.healthUrl);
     return r;
   }
 
   async renew(req: RenewRequest): Promise<ServiceRenewOk | LeaseError> {
     const bad = checkRenewRequest(req);
     if (bad) return bad;
+    if (req.healthUrl !== undefined) {
+      const badUrl = checkHealthUrl(req.healthUrl);
+      if (badUrl) return leaseError('invalid_argument', badUrl);
+    }
     this.requireActive();
     const epoch = this.epoch;
     const { app, workerId, token } = req;
+    // A holder whose health URL failed its probes is not renewed: it stops at its own deadline and the lease expires
+    // after it, never earlier (as on the built-in store).
+    const sick = this.health.unhealthy(app, workerId, token);
+    if (sick) {
+      this.health.stats.refusedRenewals++;
+      return leaseError('lease_unhealthy', `${sick}; the lease is not renewed and expires at its deadline`);
+    }
     let logged = false;
     const r = await this.run(
       app,
@@ -646,6 +685,8 @@ export class EtcdLeaseStore implements LeaseStore {
     this.extend(t);
     if (logged) this.stats.loggedRenewals++;
     else this.stats.localRenewals++;
+    // Only the live token's holder (re)registers its URL: a wrong token was refused above.
+    if (req.healthUrl !== undefined) this.health.register(app, workerId, token, req.healthUrl);
     return { ...r, expiresAtMs: this.clock.wallMs() + r.ttlMs, logged };
   }
 

@@ -1,4 +1,4 @@
-import type { ITxnResponse, Watcher } from 'etcd3';
+import type { IKeyValue, ITxnResponse, Watcher } from 'etcd3';
 import { ProposalOutcomeUnknownError } from '../../node/errors.js';
 import type { StateMachine } from '../../node/state-machine.js';
 import { StoreUnavailableError } from '../errors.js';
@@ -146,6 +146,21 @@ export class EtcdStateNode<R = unknown> {
       }
     };
     void attempt();
+  }
+
+  /**
+   * Brings the local state machine up to etcd's current version on any node, active or not (a standby's read of
+   * state it serves locally, such as Snowflake keys: "no such key" only after this). etcd's range reads are
+   * linearizable, so every write acknowledged before the call is seen. Proves nothing about who is active.
+   */
+  async refresh(): Promise<void> {
+    let kv: IKeyValue | undefined;
+    try {
+      kv = (await this.store.client.get(this.key).exec()).kvs[0];
+    } catch (err) {
+      throw new StoreUnavailableError(this.store.endpoints, `reading ${this.key}`, err);
+    }
+    if (kv) this.absorb(kv.mod_revision, kv.value);
   }
 
   close(): void {
