@@ -9,6 +9,7 @@ import {
   resolveLayout,
   systemClock,
 } from '../id/index.js';
+import { bugOn } from '../testing/bug-switches.js';
 import { type TlsClientOptions, tlsFetch } from '../tls/fetch.js';
 import { type CacheFs, type CacheHost, nodeCacheFs, nodeCacheHost } from './cache-fs.js';
 import { CacheLock } from './cache-lock.js';
@@ -521,7 +522,9 @@ export class FloeClient {
   ): WorkerLease | undefined {
     const { mono, wall, bootId, systemMonotonic } = this.ctx;
     const trustMono =
-      systemMonotonic && c.systemMonotonic === true && bootId !== undefined && c.bootId === bootId;
+      (bugOn('cached-mono-deadline') || (systemMonotonic && c.systemMonotonic === true)) &&
+      bootId !== undefined &&
+      c.bootId === bootId;
     const deadlineWall = trustMono ? c.deadlineWallMs : c.deadlineWallMs - cacheWallMarginMs;
     const deadlineMono = trustMono ? c.deadlineMono : mono() + (deadlineWall - wall.now());
     if (!(deadlineMono > mono()) || !(deadlineWall > wall.now())) return undefined;

@@ -618,6 +618,7 @@ export function checkReply(
   if (typeof body !== 'object' || body === null)
     throw new ReplyMismatchError(path, 'body', 'an object', body);
   const b = body as Record<string, unknown>;
+  if (bugOn('no-reply-check')) return b;
   if (b.op !== op) throw new ReplyMismatchError(path, 'op', op, b.op);
   for (const [k, v] of Object.entries(expect)) {
     if (b[k] !== v) throw new ReplyMismatchError(path, k, v, b[k]);

@@ -299,6 +299,7 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
       due = Math.min(due, this.opts.electionTicks * 4);
       for (let i = 0; i < due; i++) this.raw.tick();
     } catch (err) {
+      if (bugOn('tick-without-catch')) throw err;
       this.failStop('tick', err);
       return;
     }
@@ -391,8 +392,9 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     if (this.lead === NONE) return Promise.reject(new NotLeaderError(this.id, undefined));
     const ctx = pack([this.id, this.incarnation, ++this.readSeq]);
     // The core may refuse at once (our cached leader is stale): nothing is armed before it accepts.
+    const armFirst = bugOn('tick-without-catch');
     try {
-      this.raw.readIndex(ctx);
+      if (!armFirst) this.raw.readIndex(ctx);
     } catch (err) {
       return Promise.reject(this.translateDrop(err));
     }
@@ -407,6 +409,7 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
       }, this.opts.proposalTimeoutMs);
       this.reads.set(key, read);
     });
+    if (armFirst) this.raw.readIndex(ctx);
     this.kick();
     return p;
   }

@@ -17,6 +17,15 @@
  *   so an entry of a previous incarnation answers a new proposal.
  * - `client-cache-no-fsync` (issue 9 item 2): the lease cache is written without fsync of the file or its directory,
  *   so a power loss can leave an older cache, whose use mark is below what was used.
+ * - `no-reply-check` (issue 9 item 1): the SDK (`checkReply`) and the lease service (`matchResult`) accept a reply
+ *   that does not answer its request (nodeId, app, workerId, token, requestId, incarnation), so a reply meant for
+ *   another request becomes a grant.
+ * - `cached-mono-deadline` (issue 9 item 4): a restarted process resumes a cached lease on the previous process's
+ *   monotonic deadline (and the cached wall deadline without its margin) whenever the boot ID matches, even when
+ *   either process used a monotonic clock of its own (not the system-wide one), whose readings do not compare.
+ * - `tick-without-catch` (issue 9 item 6): the node's tick timer lets an exception escape (the process dies instead
+ *   of stopping with its reason), and `linearizableRead` arms its timeout before the core accepts the read, so a
+ *   read the core refuses at once (a stale cached leader) leaves an orphaned promise that rejects later, unhandled.
  */
 export const BUG_SWITCHES = [
   'client-two-generators',
@@ -25,6 +34,9 @@ export const BUG_SWITCHES = [
   'client-no-cache-lock',
   'client-cache-no-fsync',
   'proposal-counter',
+  'no-reply-check',
+  'cached-mono-deadline',
+  'tick-without-catch',
 ] as const;
 export type BugSwitch = (typeof BUG_SWITCHES)[number];
 

@@ -52,7 +52,12 @@ export type FaultKind =
    * Membership: a voter is removed, or a new machine is added (learner, caught up, promoted), or a
    * learner left behind is promoted: one step per fault, so the cluster keeps its size over time.
    */
-  | 'membership';
+  | 'membership'
+  /**
+   * Replies mixed up between clients for a while (a proxy or a reused keep-alive connection that desyncs): an SDK
+   * client's lease call gets the answer of another client's call of the same kind, which was executed as sent.
+   */
+  | 'replyMixup';
 
 export const FAULT_KINDS: readonly FaultKind[] = [
   'partition',
@@ -74,6 +79,7 @@ export const FAULT_KINDS: readonly FaultKind[] = [
   'clientPowerLoss',
   'leaderTransfer',
   'membership',
+  'replyMixup',
 ];
 
 /**
@@ -81,6 +87,8 @@ export const FAULT_KINDS: readonly FaultKind[] = [
  * configuration it had before they existed (a recorded seed still replays its recorded run, plus these faults).
  */
 const LATE_FAULTS: readonly FaultKind[] = ['clientPowerLoss'];
+/** Faults added later still (a stream of their own again, so the draws of the first late stream stay as they were). */
+const LATE2_FAULTS: readonly FaultKind[] = ['replyMixup'];
 
 export interface Profile {
   name: string;
@@ -96,7 +104,7 @@ export interface Profile {
 }
 
 const ALL = FAULT_KINDS;
-const NET: FaultKind[] = ['partition', 'clientPartition', 'netNoise'];
+const NET: FaultKind[] = ['partition', 'clientPartition', 'netNoise', 'replyMixup'];
 const NODES: FaultKind[] = [
   'nodeCrash',
   'nodePowerLoss',
@@ -204,6 +212,22 @@ export interface LeaseWorkloadConfig {
   sharedNodeIds: number;
   /** Clients keep their lease in a cache file with its lock (`cachePath`) on their machine's disk. */
   cache: boolean;
+  /**
+   * The SDK gets a monotonic clock of each process's own (like `performance.now()`: it starts near 0 in every process)
+   * instead of the machine's: a cached monotonic deadline of a previous process does not compare with it.
+   */
+  processMonotonic: boolean;
+}
+
+export interface SeqWorkloadConfig {
+  /** Sequence client processes (0: no sequence workload in this seed). */
+  clients: number;
+  /** The sequences' segment step (small, so segments roll over often). */
+  step: number;
+  /** Values per INCRBY / per segment allocation [1, max]. */
+  maxCount: number;
+  /** ms between two calls of one client [min, max]. */
+  thinkMs: [number, number];
 }
 
 export interface SimConfig {
@@ -216,6 +240,7 @@ export interface SimConfig {
   healSeconds: number;
   node: NodeSettings;
   lease: LeaseWorkloadConfig;
+  seq: SeqWorkloadConfig;
   clockDrift: number;
   /** Background network conditions of the run. */
   net: NetConditions;
@@ -233,6 +258,8 @@ export interface ConfigOverrides {
   nodes?: number;
   kvClients?: number;
   leaseClients?: number;
+  /** Sequence clients (default: 2 in about a third of the seeds, else 0). */
+  seqClients?: number;
   seconds?: number;
   healSeconds?: number;
   storage?: 'durable' | 'memory';
@@ -258,7 +285,7 @@ export function drawConfig(seed: number, profileName: string, o: ConfigOverrides
   const nodes = o.nodes ?? 3;
   const weights: Partial<Record<FaultKind, number>> = {};
   for (const f of p.faults) {
-    if (LATE_FAULTS.includes(f)) continue;
+    if (LATE_FAULTS.includes(f) || LATE2_FAULTS.includes(f)) continue;
     if (p.swarm) {
       if (rng.chance(0.5)) weights[f] = rng.range(1, 10);
     } else {
@@ -266,7 +293,7 @@ export function drawConfig(seed: number, profileName: string, o: ConfigOverrides
     }
   }
   if (p.swarm && p.faults.length > 0 && Object.keys(weights).length === 0) {
-    weights[rng.pick(p.faults)] = 5;
+    weights[rng.pick(p.faults.filter((f) => !LATE2_FAULTS.includes(f)))] = 5;
   }
   const late = new Prng(seed).fork('config-late');
   for (const f of p.faults) {
@@ -274,6 +301,13 @@ export function drawConfig(seed: number, profileName: string, o: ConfigOverrides
     if (!p.swarm) weights[f] = 5;
     else if (late.chance(0.5)) weights[f] = late.range(1, 10);
   }
+  const late2 = new Prng(seed).fork('config-late2');
+  for (const f of p.faults) {
+    if (!LATE2_FAULTS.includes(f)) continue;
+    if (!p.swarm) weights[f] = 5;
+    else if (late2.chance(0.5)) weights[f] = late2.range(1, 10);
+  }
+  const seqClients = late2.chance(1 / 3) ? 2 : 0;
   const noise = p.netNoise * rng.float();
   const net: NetConditions = {
     ...QUIET_NET,
@@ -318,6 +352,13 @@ export function drawConfig(seed: number, profileName: string, o: ConfigOverrides
       releaseChance: rng.pick([0, 0.02, 0.1]),
       sharedNodeIds: rng.chance(0.3) ? 1 : 0,
       cache: late.chance(0.5),
+      processMonotonic: late2.chance(0.3),
+    },
+    seq: {
+      clients: o.seqClients ?? seqClients,
+      step: late2.pick([3, 10, 50]),
+      maxCount: late2.pick([1, 3, 20]),
+      thinkMs: [5, late2.range(30, 200)],
     },
     clockDrift: p.clockDrift,
     net,

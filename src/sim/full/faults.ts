@@ -48,6 +48,7 @@ export class FaultDirector {
   private healed = false;
   private partitionEpoch = 0;
   private noiseEpoch = 0;
+  private mixupEpoch = 0;
   private readonly weights: Partial<Record<FaultKind, number>>;
   /** One membership change at a time, and one leadership transfer. */
   private changing = false;
@@ -200,6 +201,18 @@ export class FaultDirector {
           if (epoch !== this.noiseEpoch) return;
           c.net.conditions = { ...base };
           this.trace('network back to normal');
+        });
+        return true;
+      }
+      case 'replyMixup': {
+        if (c.leaseClients.length < 2) return false;
+        c.router.mixup = 0.02 + 0.3 * rng.float();
+        const epoch = ++this.mixupEpoch;
+        this.trace(`replies mixed up between SDK clients (p=${c.router.mixup.toFixed(3)})`);
+        this.later(this.outage(), 'replies-sorted', () => {
+          if (epoch !== this.mixupEpoch) return;
+          c.router.mixup = 0;
+          this.trace('replies reach their own requests again');
         });
         return true;
       }
@@ -476,6 +489,7 @@ export class FaultDirector {
     c.net.setBlocked([]);
     c.net.conditions = { ...c.cfg.net };
     c.router.blocked.clear();
+    c.router.mixup = 0;
     for (const h of this.members()) {
       h.diskFaults.syncEio = 0;
       h.diskFaults.slow = 1;

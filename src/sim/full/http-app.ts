@@ -13,8 +13,16 @@ export async function buildSimHttpApp(
   node: FloeNode<unknown>,
   kv: KvStateMachine,
   services: FloeServices,
+  clusterSecret: string,
 ): Promise<FastifyInstance> {
-  const app = await buildHttpAdmin({ node, kv, services, defaultMetrics: false, dashboard: false });
+  const app = await buildHttpAdmin({
+    node,
+    kv,
+    services,
+    clusterSecret,
+    defaultMetrics: false,
+    dashboard: false,
+  });
   await app.ready();
   return app;
 }

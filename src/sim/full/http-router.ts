@@ -20,12 +20,30 @@ export interface HttpStats {
   refused: number;
   lost: number;
   timeouts: number;
+  /** Lease replies delivered to another client's request (the `replyMixup` fault). */
+  mixedUp: number;
+}
+
+interface HeldReply {
+  client: string;
+  status: number;
+  body: string;
+  headers: Record<string, string | string[] | number | undefined>;
 }
 
 export class HttpRouter {
-  readonly stats: HttpStats = { requests: 0, replies: 0, refused: 0, lost: 0, timeouts: 0 };
+  readonly stats: HttpStats = { requests: 0, replies: 0, refused: 0, lost: 0, timeouts: 0, mixedUp: 0 };
   /** Client-to-node links that deliver nothing ("client->nodeId" or "nodeId->client"). */
   readonly blocked = new Set<string>();
+  /**
+   * Probability that a successful lease reply to an SDK client is swapped for a recent reply of the same kind
+   * (acquire, renew, release) that another client's request got (the `replyMixup` fault; 0: off). The request itself
+   * was executed as sent; its own answer is lost.
+   */
+  mixup = 0;
+  private readonly recentReplies = new Map<string, HeldReply[]>();
+  /** Whether node-to-node links are cut (members' own HTTP calls, e.g. a follower's segment allocation). */
+  nodeLinkBlocked: (from: number, to: number) => boolean = () => false;
   private readonly byHost = new Map<string, NodeHost>();
   private readonly rng: Prng;
 
@@ -105,7 +123,13 @@ export class HttpRouter {
         return;
       }
       const c = this.conditions();
-      if (this.blocked.has(`${clientName}->${host.id}`) || this.rng.chance(c.drop)) {
+      const fromNode = /^n(\d+)$/.exec(clientName);
+      const cut = (a: number, b: number) => fromNode !== null && this.nodeLinkBlocked(a, b);
+      if (
+        this.blocked.has(`${clientName}->${host.id}`) ||
+        cut(Number(fromNode?.[1]), host.id) ||
+        this.rng.chance(c.drop)
+      ) {
         this.stats.lost++;
         return; // the caller's timeout ends it
       }
@@ -122,16 +146,39 @@ export class HttpRouter {
           .then(
             (res) => {
               if (!nodeProc.alive) return;
-              if (this.blocked.has(`${host.id}->${clientName}`) || this.rng.chance(this.conditions().drop)) {
+              if (
+                this.blocked.has(`${host.id}->${clientName}`) ||
+                cut(host.id, Number(fromNode?.[1])) ||
+                this.rng.chance(this.conditions().drop)
+              ) {
                 this.stats.lost++;
                 return;
               }
-              const status = res.statusCode;
-              const body = res.body;
-              const headers = res.headers;
+              let status = res.statusCode;
+              let body = res.body;
+              let headers = res.headers;
               const mismatch = status === 200 ? leaseReplyMismatch(path, init.body, body) : undefined;
               if (mismatch)
                 w.fail('reply-mismatch', `n${host.id} answered ${init.method} ${path}: ${mismatch}`);
+              const kind = status === 200 ? LEASE_PATH.exec(path) : null;
+              if (kind) {
+                const k = kind[2] ?? (kind[4] as string);
+                const held = this.recentReplies.get(k) ?? [];
+                const other =
+                  this.mixup > 0 && this.rng.chance(this.mixup)
+                    ? held.find((r) => r.client !== clientName)
+                    : undefined;
+                held.unshift({ client: clientName, status, body, headers });
+                if (held.length > 4) held.pop();
+                this.recentReplies.set(k, held);
+                if (other) {
+                  this.stats.mixedUp++;
+                  w.trace(
+                    `http mixup: ${clientName}'s ${init.method} ${path} gets ${other.client}'s reply ${other.body.slice(0, 120)}`,
+                  );
+                  ({ status, body, headers } = other);
+                }
+              }
               w.sched.after(this.delay(), client, 'http-reply', () =>
                 answer(() => {
                   this.stats.replies++;

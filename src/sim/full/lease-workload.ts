@@ -30,6 +30,8 @@ export interface LeaseClientSettings {
   releaseChance: number;
   /** Whether the processes keep their lease in a cache file (with its lock) on the machine's disk. */
   cache: boolean;
+  /** Each process gives the SDK a monotonic clock of its own (starting near 0, like `performance.now()`). */
+  processMonotonic?: boolean;
 }
 
 /** Where a host's processes keep their lease (on the host machine's own disk). */
@@ -140,6 +142,8 @@ export class LeaseClientHost {
     //   suspend, as if generation stopped at the monotonic deadline only.
     const shared = w.bugs.has('client-shared-incarnation');
     const wallOffset = proc.wallMs() - proc.monoMs();
+    // A user-supplied per-process clock (the SDK must not trust a previous process's cached deadline on it).
+    const monoOrigin = s.processMonotonic ? proc.monoMs() - rng.range(1, 50) : 0;
     const wall = w.bugs.has('client-wall-stops-in-suspend')
       ? () => proc.monoMs() + wallOffset
       : () => proc.wallMs();
@@ -151,7 +155,7 @@ export class LeaseClientHost {
         now: () => Math.floor(wall()),
         waitUntil: (ms: number) => proc.busyWaitUntilWall(ms - wall() + proc.wallMs()),
       },
-      monotonic: () => proc.monoMs(),
+      monotonic: () => proc.monoMs() - monoOrigin,
       bootId: this.machine.bootId,
       cacheFs: memoryCacheFs(() => this.disk),
       cacheHost: simCacheHost(w, proc, w.rng(`cache-${proc.name}`)),

@@ -4,6 +4,7 @@
 // FloeStateMachine, LeaseService and the HTTP API, all on the process's virtual clocks and timers.
 
 import type { FastifyInstance } from 'fastify';
+import type { FetchLike } from '../../client/http-transport.js';
 import { leaseNodeOf } from '../../lease/floe-node-adapter.js';
 import { LeaseService } from '../../lease/lease-service.js';
 import type { MemberInfo } from '../../node/members.js';
@@ -11,6 +12,7 @@ import { MemoryNodeStorage } from '../../node/memory-seams.js';
 import { FloeNode, type NodeLogger } from '../../node/node.js';
 import type { NodeStorage, TransportSink } from '../../node/seams.js';
 import type { ConfState, Message, NodeId, Storage } from '../../raft/types.js';
+import { httpRemoteAlloc, SequenceService, sequenceNodeOf } from '../../sequences/index.js';
 import { FloeStateMachine } from '../../state/floe-state-machine.js';
 import type { LeaseEvent } from '../../state/leases/types.js';
 import { DurableStorage } from '../../storage/durable-storage.js';
@@ -54,6 +56,7 @@ export class NodeHost {
   node: FloeNode<unknown> | undefined;
   sm: FloeStateMachine | undefined;
   leases: LeaseService | undefined;
+  sequences: SequenceService | undefined;
   app: FastifyInstance | undefined;
   /** Why the last boot or run ended badly (halt reason, open error). */
   lastError: string | undefined;
@@ -83,6 +86,8 @@ export class NodeHost {
     private readonly hooks: {
       leaseEvent(nodeId: NodeId, e: LeaseEvent): void;
       stopped(host: NodeHost, reason: string): void;
+      /** HTTP from this node's process to other members (a follower's segment allocation through the leader). */
+      memberFetch(proc: SimProcess, name: string): FetchLike;
     },
     clockRate: number,
     wallEpochMs: number,
@@ -183,10 +188,12 @@ export class NodeHost {
       // Every timer of the node runs on this process: paused with it, gone when it dies. An immediate
       // runs within the current event (as a real one runs before the next I/O), unless the process
       // has meanwhile died (dropped) or stopped (then it waits as an event of the process).
+      // An exception out of a timer callback would kill the real process: it is a process-crash failure here.
       timers: {
-        setTimeout: (fn, ms) => proc.setTimeout(fn, ms, 'node-timer'),
+        setTimeout: (fn, ms) => proc.setTimeout(() => this.guard(proc, 'a node timer', fn), ms, 'node-timer'),
         clearTimeout: (h) => proc.clearTimer(h),
-        setInterval: (fn, ms) => proc.setInterval(fn, ms, 'node-tick'),
+        setInterval: (fn, ms) =>
+          proc.setInterval(() => this.guard(proc, 'the tick timer', fn), ms, 'node-tick'),
         clearInterval: (h) => proc.clearTimer(h),
         setImmediate: (fn) =>
           setImmediate(() => {
@@ -220,11 +227,36 @@ export class NodeHost {
       newRequestId: () => `rq-${this.id}-${rng.nextU32().toString(16)}`,
       onError: (what, err) => w.trace(`${proc.name} lease service: ${what}: ${String(err)}`),
     });
-    const app = await buildSimHttpApp(n, sm.kv, { node: n, leases, auth: sm.auth });
+    // Sequences as src/node/start.ts serves them: strict keys on the leader, node-mode keys from each node's own
+    // segments (a follower allocates them through the leader's internal route, with the cluster secret).
+    const memberFetch = this.hooks.memberFetch(proc, `n${this.id}`);
+    const sequences = new SequenceService({
+      node: sequenceNodeOf(n),
+      state: sm.sequences,
+      owner: `node-${this.id}`,
+      monotonic: () => proc.monoMs(),
+      remoteAlloc: httpRemoteAlloc({
+        secret: SIM_CLUSTER_SECRET,
+        leaderHttpAddr: () => n.leaderHint()?.httpAddr,
+        timeoutMs: 1000,
+        fetch: async (url, init) => {
+          const r = await memberFetch(url, init);
+          const text = await r.text();
+          return { status: r.status, json: async () => JSON.parse(text) as unknown };
+        },
+      }),
+    });
+    const app = await buildSimHttpApp(
+      n,
+      sm.kv,
+      { node: n, leases, auth: sm.auth, sequences, memberSecret: SIM_CLUSTER_SECRET },
+      SIM_CLUSTER_SECRET,
+    );
     if (!proc.alive) return;
     this.node = n;
     this.sm = sm;
     this.leases = leases;
+    this.sequences = sequences;
     this.app = app;
     n.start();
     this.state = 'up';
@@ -256,6 +288,7 @@ export class NodeHost {
     this.state = 'down';
     this.node = undefined;
     this.leases = undefined;
+    this.sequences = undefined;
     this.app = undefined;
     this.sm = undefined;
   }
@@ -315,6 +348,9 @@ function brief(obj: object): string {
     return String(obj);
   }
 }
+
+/** The simulated cluster's shared secret (members' internal calls prove it). */
+const SIM_CLUSTER_SECRET = 'sim-cluster-secret';
 
 export function errText(err: unknown): string {
   return err instanceof Error ? `${err.name}: ${err.message}` : String(err);

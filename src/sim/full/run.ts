@@ -2,7 +2,7 @@
 // the seed drew, heal, check liveness and the oracles, and report.
 
 import type { MemberInfo } from '../../node/members.js';
-import { switchBugsOn } from '../../testing/bug-switches.js';
+import { BUG_SWITCHES, switchBugsOn } from '../../testing/bug-switches.js';
 import type { InvariantViolation } from '../checker.js';
 import { MAX_SEED, Prng } from '../prng.js';
 import { Trace } from '../trace.js';
@@ -18,6 +18,7 @@ import { errText, NodeHost } from './node-host.js';
 import { Machine, MachineClock, SimProcess } from './process.js';
 import { RaftObserver } from './raft-observer.js';
 import { immediates, Scheduler } from './scheduler.js';
+import { createSequences, SeqClient, SeqOracle, type SeqStats } from './seq-workload.js';
 import type { Failure, FailureKind, World } from './world.js';
 
 export interface FullSimOptions extends ConfigOverrides {
@@ -56,6 +57,10 @@ export interface FullSimStats {
   stepsDuringSnapshotSave: number;
   oracle: OracleStats;
   clients: LeaseClientStats;
+  /** The sequence workload (zeros in seeds without it). */
+  seq: SeqStats;
+  /** Lease replies delivered to another client's request (`replyMixup`). */
+  mixedUpReplies: number;
   faults: FaultStats;
 }
 
@@ -75,6 +80,9 @@ export interface FullSimResult {
 }
 
 const WALL_EPOCH_MS = Date.UTC(2026, 5, 1);
+
+/** Bugs the harness re-introduces from outside the production code (the others are src/testing/bug-switches.ts). */
+const HARNESS_BUGS: readonly string[] = ['client-shared-incarnation', 'client-wall-stops-in-suspend'];
 
 /** Workarounds for findings still open in production code (on by default; see FullSimOptions.workarounds). */
 export const OPEN_WORKAROUNDS: readonly string[] = ['conf-resulting'];
@@ -133,6 +141,10 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
   if (!Number.isSafeInteger(o.seed) || o.seed < 0 || o.seed > MAX_SEED) {
     throw new RangeError(`seed must be an integer in [0, ${MAX_SEED}], got ${o.seed}`);
   }
+  for (const b of o.bugs ?? []) {
+    if (!HARNESS_BUGS.includes(b) && !(BUG_SWITCHES as readonly string[]).includes(b))
+      throw new RangeError(`unknown bug "${b}"; known: ${[...HARNESS_BUGS, ...BUG_SWITCHES].join(', ')}`);
+  }
   const started = performance.now();
   const cfg = drawConfig(o.seed, o.profile ?? 'swarm', o);
   const trace = new Trace(o.traceTail ?? 80, o.verbose);
@@ -161,6 +173,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
   net.onSend = (m) => observer.sent(m);
   net.onDeliver = (to) => observer.delivering(to);
   const router = new HttpRouter(w, () => net.conditions);
+  router.nodeLinkBlocked = (a, b) => net.isBlocked(a, b);
   const oracle = new IdOracle(w);
   const rate = () => 1 + (2 * rng.float() - 1) * cfg.clockDrift;
 
@@ -207,6 +220,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
       {
         leaseEvent: (_id, e) => oracle.leaseEvent(e),
         stopped: (host, reason) => supervise(host, reason),
+        memberFetch: (proc, name) => router.fetchFor(proc, name, 1000),
       },
       rate(),
       WALL_EPOCH_MS + rng.range(-2_000, 2_000),
@@ -274,6 +288,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
           gapMs: cfg.lease.gapMs,
           releaseChance: cfg.lease.releaseChance,
           cache: cfg.lease.cache,
+          processMonotonic: cfg.lease.processMonotonic,
         },
         router,
         endpoints,
@@ -307,6 +322,42 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
     sched.after(0, admin, 'configure-pool', () => void configure());
   }
 
+  // Sequence clients (a share of the seeds): one creates the strict and the node-mode sequence, then all call.
+  const seqOracle = new SeqOracle(w);
+  const seqClients: SeqClient[] = [];
+  for (let i = 0; i < cfg.seq.clients; i++) {
+    const name = `s${i + 1}`;
+    const proc = new SimProcess(sched, newMachine(name, 1), `${name}#1`, w.nextPid());
+    w.register(proc);
+    seqClients.push(
+      new SeqClient(
+        w,
+        name,
+        proc,
+        router.fetchFor(proc, name, 1000),
+        endpoints,
+        cfg.seq,
+        seqOracle,
+        w.rng(name),
+      ),
+    );
+  }
+  const firstSeq = seqClients[0];
+  if (firstSeq) {
+    sched.after(0, firstSeq.proc, 'seq-create', () => {
+      void createSequences(
+        firstSeq.proc,
+        router.fetchFor(firstSeq.proc, firstSeq.name, 1000),
+        endpoints,
+        cfg.seq,
+        w.rng('seq-admin'),
+        w,
+      ).then(() => {
+        for (const c of seqClients) sched.after(0, c.proc, 'seq-start', () => void c.run());
+      });
+    });
+  }
+
   const director = new FaultDirector({ world: w, cfg, hosts, leaseClients, kvClients, net, router, addNode });
   director.start();
 
@@ -314,11 +365,16 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
   try {
     const stop = () => w.failure !== undefined;
     await sched.runUntil(cfg.seconds * 1_000_000, stop);
-    if (!w.failure) await heal(w, cfg, hosts, kvClients, leaseClients, director);
+    if (!w.failure) await heal(w, cfg, hosts, kvClients, leaseClients, director, seqClients);
+    for (const c of seqClients) c.stop();
     if (!w.failure) {
       const r = checkKvHistories(history, 20_000);
       if (r.failure) w.fail('linearizability', r.failure);
       else if (r.unknown) w.trace(r.unknown);
+    }
+    if (!w.failure) {
+      const order = seqOracle.checkOrder();
+      if (order) w.fail('sequence-order', order);
     }
     failure = w.failure;
   } catch (err) {
@@ -355,6 +411,8 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
       stepsDuringSnapshotSave: observer.stepsDuringSnapshotSave,
       oracle: oracle.stats,
       clients: clientStats,
+      seq: seqOracle.stats,
+      mixedUpReplies: router.stats.mixedUp,
       faults: director.stats,
     },
     config: cfg,
@@ -374,6 +432,7 @@ async function heal(
   kvClients: KvClient[],
   leaseClients: LeaseClientHost[],
   director: FaultDirector,
+  seqClients: SeqClient[],
 ): Promise<void> {
   const sched = w.sched;
   for (const c of kvClients) c.stop();
@@ -423,6 +482,10 @@ async function heal(
     }
     if (leaseClients.length > 0 && !leaseClients.some((c) => c.lastIssuedUs > healedAt)) {
       why = 'no SDK client issued an ID since healing';
+      return false;
+    }
+    if (seqClients.length > 0 && !seqClients.some((c) => c.lastStrictOkUs > healedAt)) {
+      why = 'no strict sequence value was issued since healing';
       return false;
     }
     return true;

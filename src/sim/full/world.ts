@@ -19,6 +19,8 @@ export type FailureKind =
   | 'timestamp-ranges-overlap'
   /** A reply did not answer its request. */
   | 'reply-mismatch'
+  /** A strict sequence's value was not above one answered before its request was sent. */
+  | 'sequence-order'
   /** A key-value or counter history is not linearizable. */
   | 'linearizability'
   /** An acknowledged write is missing after healing. */

@@ -1,0 +1,254 @@
+// Sequence clients over the production HTTP routes (src/server/http-sequences.ts): a strict-mode and a
+// node-mode sequence, INCRBY (`POST /v1/sequences/:key/incr`), Leaf's `GET /api/segment/get/:key?count=n`
+// and segment allocation (`POST /v1/sequences/:key/alloc`, SEQ.ALLOC), under the run's crashes, partitions
+// and leadership changes.
+//
+// The oracle (SeqOracle), in global simulated time:
+// - every value any client was given for a key is unique (INCRBY values and allocated segments alike);
+// - strict mode, real-time order: an INCRBY sent after another one's reply arrived gets larger values
+//   (checked over the recorded (invoke, return, first, last) of every completed call, `checkOrder`);
+// - every reply answers its request (key, count; a range of exactly `count` values).
+// A call whose answer is lost changes nothing here: values nobody saw cannot be issued twice.
+
+import type { FetchLike } from '../../client/http-transport.js';
+import type { Prng } from '../prng.js';
+import type { SeqWorkloadConfig } from './config.js';
+import { callLeader } from './http-router.js';
+import type { SimProcess } from './process.js';
+import type { World } from './world.js';
+
+export const STRICT_KEY = 'seq-strict';
+export const NODE_KEY = 'seq-node';
+
+/** One completed strict-mode INCRBY: sent at `invokeUs`, answered at `returnUs` with [first, last]. */
+export interface StrictCall {
+  client: string;
+  invokeUs: number;
+  returnUs: number;
+  first: bigint;
+  last: bigint;
+}
+
+export interface SeqStats {
+  calls: number;
+  ok: number;
+  values: number;
+  segments: number;
+}
+
+/** What every sequence client was given, checked as it arrives (uniqueness) and at the end (order). */
+export class SeqOracle {
+  readonly stats: SeqStats = { calls: 0, ok: 0, values: 0, segments: 0 };
+  readonly strict: StrictCall[] = [];
+  /** Per key: every value handed out, and who got it. */
+  private readonly given = new Map<string, Map<bigint, string>>();
+
+  constructor(private readonly world: World) {}
+
+  /** Values [first, last] of `key` reached `who`; a value seen before is a duplicate. */
+  values(key: string, first: bigint, last: bigint, who: string): void {
+    let m = this.given.get(key);
+    if (!m) {
+      m = new Map();
+      this.given.set(key, m);
+    }
+    for (let v = first; v <= last; v++) {
+      const before = m.get(v);
+      if (before !== undefined) {
+        this.world.fail(
+          'duplicate-id',
+          `sequence ${key}: value ${v} given to ${who} and before to ${before}`,
+        );
+        return;
+      }
+      m.set(v, who);
+      this.stats.values++;
+    }
+  }
+
+  /** Undefined when strict calls respect real time, else what broke it. */
+  checkOrder(): string | undefined {
+    const byReturn = [...this.strict].sort((a, b) => a.returnUs - b.returnUs);
+    const byInvoke = [...this.strict].sort((a, b) => a.invokeUs - b.invokeUs);
+    let j = 0;
+    let max: StrictCall | undefined;
+    for (const c of byInvoke) {
+      while (j < byReturn.length && (byReturn[j] as StrictCall).returnUs < c.invokeUs) {
+        const r = byReturn[j++] as StrictCall;
+        if (!max || r.last > max.last) max = r;
+      }
+      if (max && c.first <= max.last) {
+        return (
+          `strict ${STRICT_KEY}: ${c.client}'s call sent at ${c.invokeUs} µs got ${c.first}..${c.last}, ` +
+          `but ${max.client}'s call answered at ${max.returnUs} µs (before it was sent) got ${max.first}..${max.last}`
+        );
+      }
+    }
+    return undefined;
+  }
+}
+
+/** Creates both sequences, retrying until the cluster answers. */
+export async function createSequences(
+  proc: SimProcess,
+  fetch: FetchLike,
+  endpoints: string[],
+  cfg: SeqWorkloadConfig,
+  rng: Prng,
+  world: World,
+): Promise<void> {
+  for (const [key, mode] of [
+    [STRICT_KEY, 'strict'],
+    [NODE_KEY, 'node'],
+  ] as const) {
+    while (proc.alive) {
+      const a = await callLeader(fetch, rng.pick(endpoints), 'POST', '/v1/sequences', {
+        key,
+        mode,
+        step: cfg.step,
+        minStep: cfg.step,
+        maxStep: cfg.step * 4,
+      });
+      if (typeof a !== 'string' && (a.status === 200 || a.status === 201)) break;
+      await proc.sleep(100);
+    }
+    world.trace(`sequence ${key} (${mode}, step ${cfg.step}) exists`);
+  }
+}
+
+/** One sequence client process: one call at a time, until stopped. */
+export class SeqClient {
+  private stopped = false;
+  /** Global µs of this client's latest successful strict call (liveness after healing). */
+  lastStrictOkUs = -1;
+
+  constructor(
+    private readonly world: World,
+    readonly name: string,
+    readonly proc: SimProcess,
+    private readonly fetch: FetchLike,
+    private readonly endpoints: string[],
+    private readonly cfg: SeqWorkloadConfig,
+    private readonly oracle: SeqOracle,
+    private readonly rng: Prng,
+  ) {}
+
+  stop(): void {
+    this.stopped = true;
+  }
+
+  async run(): Promise<void> {
+    while (!this.stopped && this.proc.alive) {
+      await this.proc.sleep(this.rng.range(this.cfg.thinkMs[0], this.cfg.thinkMs[1]));
+      if (this.stopped || !this.proc.alive) return;
+      await this.one();
+    }
+  }
+
+  /** One call; true when it succeeded. */
+  async one(forceStrict = false): Promise<boolean> {
+    const r = forceStrict ? 0 : this.rng.int(100);
+    const count = 1 + this.rng.int(this.cfg.maxCount);
+    if (r < 45) return this.incr(STRICT_KEY, count, this.rng.chance(0.2));
+    if (r < 75) return this.incr(NODE_KEY, count, false);
+    return this.alloc(this.rng.chance(0.5) ? STRICT_KEY : NODE_KEY, count);
+  }
+
+  private endpoint(): string {
+    return this.endpoints[this.rng.int(this.endpoints.length)] as string;
+  }
+
+  private mismatch(what: string, body: unknown): false {
+    this.world.fail('reply-mismatch', `${this.name}: ${what} answered ${JSON.stringify(body)}`);
+    return false;
+  }
+
+  /** INCRBY `count` through the JSON route, or through Leaf's text route (`leaf`). */
+  private async incr(key: string, count: number, leaf: boolean): Promise<boolean> {
+    const o = this.oracle;
+    o.stats.calls++;
+    const invokeUs = this.proc.effectiveUs;
+    let first: bigint;
+    let last: bigint;
+    if (leaf) {
+      const res = await this.raw('GET', `/api/segment/get/${key}?count=${count}`);
+      if (res === undefined || res.status !== 200) return false;
+      const lines = res.text.split('\n');
+      if (lines.length !== count || !lines.every((l) => /^\d+$/.test(l)))
+        return this.mismatch(`leaf get ${key} count=${count}`, res.text);
+      first = BigInt(lines[0] as string);
+      last = BigInt(lines[lines.length - 1] as string);
+      for (let i = 0; i < lines.length; i++)
+        if (BigInt(lines[i] as string) !== first + BigInt(i))
+          return this.mismatch(`leaf get ${key} count=${count}`, res.text);
+    } else {
+      const a = await callLeader(this.fetch, this.endpoint(), 'POST', `/v1/sequences/${key}/incr`, { count });
+      if (typeof a === 'string' || a.status !== 200) return false;
+      const b = a.body;
+      if (b.key !== key || b.count !== count || typeof b.first !== 'string' || typeof b.last !== 'string')
+        return this.mismatch(`incr ${key} count=${count}`, b);
+      first = BigInt(b.first);
+      last = BigInt(b.last);
+      if (last - first + 1n !== BigInt(count)) return this.mismatch(`incr ${key} count=${count}`, b);
+    }
+    const returnUs = this.world.sched.nowUs;
+    o.stats.ok++;
+    this.world.trace(`${this.name} ${leaf ? 'leaf ' : ''}incr ${key} ${count} -> ${first}..${last}`);
+    o.values(key, first, last, `${this.name}@${returnUs}`);
+    if (key === STRICT_KEY) {
+      o.strict.push({ client: this.name, invokeUs, returnUs, first, last });
+      this.lastStrictOkUs = returnUs;
+    }
+    return true;
+  }
+
+  private async alloc(key: string, count: number): Promise<boolean> {
+    const o = this.oracle;
+    o.stats.calls++;
+    const a = await callLeader(this.fetch, this.endpoint(), 'POST', `/v1/sequences/${key}/alloc`, { count });
+    if (typeof a === 'string' || a.status !== 200) return false;
+    const b = a.body;
+    if (b.key !== key || typeof b.start !== 'string' || typeof b.end !== 'string')
+      return this.mismatch(`alloc ${key} count=${count}`, b);
+    const start = BigInt(b.start);
+    const end = BigInt(b.end);
+    if (end - start !== BigInt(count)) return this.mismatch(`alloc ${key} count=${count}`, b);
+    o.stats.ok++;
+    o.stats.segments++;
+    this.world.trace(`${this.name} alloc ${key} ${count} -> [${start}, ${end})`);
+    o.values(key, start, end - 1n, `${this.name}@${this.world.sched.nowUs} (segment)`);
+    return true;
+  }
+
+  /** A text reply (Leaf's route), following the leader's redirects. */
+  private async raw(method: string, path: string): Promise<{ status: number; text: string } | undefined> {
+    let base = this.endpoint();
+    for (let hop = 0; hop < 4; hop++) {
+      let res: Awaited<ReturnType<FetchLike>>;
+      try {
+        res = await this.fetch(`${base}${path}`, {
+          method,
+          headers: {},
+          redirect: 'manual',
+          signal: NEVER_ABORTED,
+        });
+      } catch {
+        return undefined;
+      }
+      const text = await res.text();
+      if (res.status === 307) {
+        let leader: string | undefined;
+        try {
+          leader = (JSON.parse(text) as { leader?: { httpAddr?: string } }).leader?.httpAddr;
+        } catch {}
+        if (!leader) return undefined;
+        base = `http://${leader}`;
+        continue;
+      }
+      return { status: res.status, text };
+    }
+    return undefined;
+  }
+}
+
+const NEVER_ABORTED = new AbortController().signal;
