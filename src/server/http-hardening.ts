@@ -1,4 +1,5 @@
-import type { FastifyError, FastifyInstance } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { httpStatusOf } from './errors/table.js';
 
 /** JSON bodies nested deeper than this are refused (400) before they are parsed. */
 export const MAX_JSON_DEPTH = 64;
@@ -95,6 +96,12 @@ export function hardenHttp(app: FastifyInstance): void {
           .send({ error: 'invalid_argument', message: `path parameter ${name} must not be empty` });
     }
     const b: unknown = req.body;
+    // No body at all is an empty object to the route's schema (and to the handler): required
+    // fields are then reported by name, optional ones take their defaults.
+    if (b === undefined && req.routeOptions.schema?.body) {
+      req.body = {};
+      return;
+    }
     if (b !== undefined && (b === null || typeof b !== 'object' || Array.isArray(b)))
       return reply.code(400).send({
         error: 'invalid_body',
@@ -102,7 +109,8 @@ export function hardenHttp(app: FastifyInstance): void {
       });
   });
 
-  app.setErrorHandler((err: FastifyError, _req, reply) => {
+  app.setErrorHandler((err: FastifyError, req, reply) => {
+    if (err.validation) return schemaErrorReply(err, req, reply);
     const status = err.statusCode && err.statusCode >= 400 && err.statusCode < 600 ? err.statusCode : 500;
     const error = err.code === 'FLOE_JSON_TOO_DEEP' ? 'json_too_deep' : codeOf(err, status);
     return reply.code(status).send({ error, message: err.message });
@@ -123,6 +131,33 @@ export function hardenHttp(app: FastifyInstance): void {
         });
     return reply.code(404).send({ error: 'not_found', message: `no route ${req.method} ${path}` });
   });
+}
+
+/**
+ * A route's JSON schema refused the request (fastify validates params, querystring and body before
+ * the handler): 400 with the route's code (`badInput.code`, default `bad_request`) and a message
+ * naming the field, the route's own sentence where it gives one (src/server/http/schemas.ts).
+ */
+function schemaErrorReply(err: FastifyError, req: FastifyRequest, reply: FastifyReply): FastifyReply {
+  const first = err.validation![0]!;
+  const context = err.validationContext ?? 'body';
+  const path = first.instancePath
+    .split('/')
+    .slice(1)
+    .map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'));
+  const missing = (first.params as { missingProperty?: unknown }).missingProperty;
+  if (first.keyword === 'required' && typeof missing === 'string') path.push(missing);
+  const config = req.routeOptions.config.badInput;
+  const given = path[0] === undefined ? undefined : config?.messages?.[path[0]];
+  const where =
+    context === 'params' ? 'path parameter ' : context === 'querystring' ? 'query parameter ' : '';
+  const message =
+    typeof given === 'function'
+      ? given(req, path)
+      : (given ?? `${where}${path.length > 0 ? path.join('.') : context} ${first.message ?? 'is invalid'}`);
+  if (config?.text) return reply.code(400).type('text/plain').send(message);
+  const code = config?.code ?? 'bad_request';
+  return reply.code(httpStatusOf(code)).send({ error: code, message });
 }
 
 /** A positive integer written plainly (no sign, exponent, hex, spaces or leading zeros), or undefined. */

@@ -16,7 +16,7 @@ import {
 } from '../../node/errors.js';
 import { InvalidConfChangeError, ProposalDroppedError } from '../../raft/types.js';
 import { LEASE_ERROR_STATUS } from '../floe-services.js';
-import { SEQUENCE_ERROR_STATUS } from '../http-sequences.js';
+import { SEQUENCE_ERROR_STATUS } from '../http/sequences.js';
 import { toRespError } from '../resp/dispatch.js';
 import { errors, respErrorOf } from '../resp/errors.js';
 import { ERROR_TABLE, type ErrorSpec, httpStatusOf, isFloeErrorCode, respLineOf } from './table.js';

@@ -189,13 +189,23 @@ export const ERROR_TABLE = {
   // ---- leases (docs/leases.md) ----------------------------------------------------------------
   lease_held: { http: 409, resp: 'ERR', when: 'the worker ID is leased to another holder' },
   pool_busy: { http: 409, resp: 'ERR', when: 'the pool cannot be reconfigured while leases are held' },
-  layout_mismatch: { http: 409, resp: 'ERR', when: 'the app is pinned to another layout' },
+  layout_mismatch: {
+    http: 409,
+    resp: 'ERR',
+    when: 'the app is pinned to another layout (POST /v1/snowflakes answers it 400, as every Snowflake refusal but not_found and exists)',
+  },
   pool_split_fixed: { http: 409, resp: 'ERR', when: 'the pool split (datacenter bits) is fixed once used' },
   lease_unhealthy: { http: 409, resp: 'ERR', when: "the holder's health URL failed its probes" },
   stale_token: { http: 409, resp: 'ERR', when: 'a token older than the current grant of the worker ID' },
   not_held: { http: 410, resp: 'ERR', when: 'the worker ID is not leased' },
   lease_expired: { http: 410, resp: 'ERR', when: 'the lease expired before the renew arrived' },
   pool_exhausted: { http: 503, resp: 'ERR', when: 'every worker ID of the pool is leased' },
+
+  pool: {
+    http: 400,
+    resp: 'ERR',
+    when: 'POST /v1/snowflakes: the lease pool of the key could not be sized',
+  },
 
   // ---- sequences and key-value ---------------------------------------------------------------
   exists: {
