@@ -223,3 +223,23 @@ describe('a moved cache (review finding F4)', () => {
     expect(a.valid).toBe(true);
   });
 });
+
+describe('a lease lost at its deadline is never resumed (full simulation, swarm seed 144777)', () => {
+  it('the same process asks again while the cluster is away, after its wall clock stepped back past the deadline', async () => {
+    const s = setup();
+    s.cluster.poolSize = 1;
+    const cachePath = join(tmp(), 'lease.json');
+    const me = s.mk({ incarnation: 'c5' }); // a monotonic clock of its own: a cached lease resumes on the wall clock
+    const l = await lease(s, me, { cachePath });
+    l.snowflake().next();
+    s.cluster.leader = undefined; // renewals go unanswered
+    await s.time.advance(TTL);
+    expect(l.valid).toBe(false); // lost at its deadline; the cluster may now grant the worker ID to another holder
+    s.time.wall.offset -= 2 * TTL; // NTP steps the wall clock back
+    // Before the fix the record still carried the old wall-clock deadline, which now looked a minute away: the
+    // process resumed the lost lease while the worker ID's next holder used it (the simulator's lease-overlap).
+    const again = await lease(s, me, { cachePath, acquireTimeoutMs: 200 }).catch((e: unknown) => e);
+    expect(again).not.toHaveProperty('resumedFromCache', true);
+    expect(JSON.parse(readFileSync(cachePath, 'utf8')).deadlineWallMs).toBe(0);
+  });
+});

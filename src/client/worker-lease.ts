@@ -596,6 +596,17 @@ export class WorkerLease extends EventEmitter {
     this.generator?.gen.recheck();
     this.renewTimer?.cancel();
     this.deadlineTimer?.cancel();
+    // A lease lost at its deadline may be granted to another holder now: its record says so (deadlines in the past,
+    // the floor kept) before the lock goes, so no call of this or a later process resumes it, even after the wall
+    // clock stepped back past the old deadline (full simulation, swarm seed 144777). Best effort: a record that
+    // cannot be written still holds the old wall-clock deadline, which has passed.
+    if (reason === 'deadline' && first && this.tuning.cachePath !== undefined && !this.tuning.lock?.heldByOther) {
+      try {
+        this.writeCache(this.usedUpToMs, 0, 0);
+      } catch {
+        // see above
+      }
+    }
     // A lease lost at its deadline writes no more cache: the lock can go. (Fenced: after the cache is dropped;
     // released: after the release's answer.)
     if (reason === 'deadline' || reason === 'cache_lock_lost') this.tuning.lock?.release();
