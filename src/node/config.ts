@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { type HostPort, type HostPortRules, parseHostPort as parseAddress } from '../net/host-port.js';
 import type { NodeId } from '../raft/types.js';
+import { ETCD_SECURITY_FLAGS, type EtcdSecurity, parseEtcdSecurity } from '../store/etcd/etcd-security.js';
 import type { MemberInfo } from './members.js';
 
 /**
@@ -53,7 +54,7 @@ export interface ServeConfig {
    * Where worker-ID leases live (docs/etcd-store.md): the built-in Raft log (default) or an etcd cluster
    * (`endpoints` as http(s) URLs; `prefix` of this installation's keys).
    */
-  store?: { kind: 'raft' } | { kind: 'etcd'; endpoints: string[]; prefix: string };
+  store?: { kind: 'raft' } | { kind: 'etcd'; endpoints: string[]; prefix: string; security?: EtcdSecurity };
 }
 
 export class ConfigError extends Error {
@@ -196,16 +197,24 @@ export function resolveServeConfig(
         (k === 'auditPassword' ? env.FLOE_AUDIT_PASSWORD : undefined),
     ),
     ...tlsConfig((k) => (flags as Record<string, unknown>)[k] ?? (file as Record<string, unknown>)[k]),
-    store: storeConfig((k) => (flags as Record<string, unknown>)[k] ?? (file as Record<string, unknown>)[k]),
+    store: storeConfig(
+      (k) => (flags as Record<string, unknown>)[k] ?? (file as Record<string, unknown>)[k],
+      env,
+    ),
   };
 }
 
 /** `--store raft|etcd`, `--etcd-endpoints http://a:2379,...`, `--etcd-prefix /floe`. */
-function storeConfig(pick: (k: string) => unknown): NonNullable<ServeConfig['store']> {
+function storeConfig(
+  pick: (k: string) => unknown,
+  env: NodeJS.ProcessEnv,
+): NonNullable<ServeConfig['store']> {
   const kind = String(pick('store') ?? 'raft');
   const raw = pick('etcdEndpoints');
   if (kind === 'raft') {
     if (raw !== undefined) throw new ConfigError('--etcd-endpoints needs --store etcd');
+    for (const [k, flag] of ETCD_SECURITY_FLAGS)
+      if (pick(k) !== undefined) throw new ConfigError(`${flag} needs --store etcd`);
     return { kind };
   }
   if (kind !== 'etcd') throw new ConfigError(`--store must be raft or etcd (got "${kind}")`);
@@ -226,7 +235,10 @@ function storeConfig(pick: (k: string) => unknown): NonNullable<ServeConfig['sto
   const prefix = String(pick('etcdPrefix') ?? '/floe');
   if (!/^\/[A-Za-z0-9._/-]{0,120}$/.test(prefix) || prefix.endsWith('/'))
     throw new ConfigError(`--etcd-prefix must look like /floe (got "${prefix}")`);
-  return { kind: 'etcd', endpoints, prefix };
+  // --etcd-ca/-cert/-key/-user/-password (src/store/etcd/etcd-security.ts).
+  const security = parseEtcdSecurity(pick, endpoints, env);
+  if ('error' in security) throw new ConfigError(security.error);
+  return { kind: 'etcd', endpoints, prefix, security: security.ok };
 }
 
 /** `--tls-*` and `--peer-tls-*` (camelCase in the config file): both halves of a pair, known values. */

@@ -408,6 +408,7 @@ function leaseStoreOf(
   const store = new EtcdLeaseStore({
     endpoints: config.store.endpoints,
     prefix: config.store.prefix,
+    security: config.store.security,
     self: { id: config.nodeId, httpAddr: config.httpAddr, respAddr: config.respAddr },
     onError: (what, err) => logger.warn({ err: String(err) }, what),
     onInfo: (what) =>

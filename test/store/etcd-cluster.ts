@@ -16,6 +16,16 @@ export function ensureEtcd(): void {
   }
 }
 
+/** Client TLS for every member: its server certificate, and the CA whose client certificates it accepts. */
+export interface EtcdTls {
+  caFile: string;
+  certFile: string;
+  keyFile: string;
+  /** Certificate etcdctl presents (with --client-cert-auth and auth enabled, its CN is the etcd user). */
+  adminCertFile: string;
+  adminKeyFile: string;
+}
+
 interface Member {
   name: string;
   clientPort: number;
@@ -32,13 +42,16 @@ export class EtcdCluster {
   readonly members: Member[];
   private readonly initialCluster: string;
 
+  private tls: EtcdTls | undefined;
+
   private constructor(members: Member[]) {
     this.dir = mkdtempSync(join(tmpdir(), 'floe-etcd-'));
     this.members = members;
     this.initialCluster = members.map((m) => `${m.name}=http://127.0.0.1:${m.peerPort}`).join(',');
   }
 
-  static async start(size = 3): Promise<EtcdCluster> {
+  /** `tls`: clients must use https:// and a certificate signed by its CA (`--client-cert-auth`). */
+  static async start(size = 3, opts: { tls?: EtcdTls } = {}): Promise<EtcdCluster> {
     ensureEtcd();
     const ports = await freePorts(size * 2);
     const c = new EtcdCluster(
@@ -49,13 +62,31 @@ export class EtcdCluster {
         proc: undefined,
       })),
     );
+    c.tls = opts.tls;
     for (let i = 0; i < size; i++) c.startMember(i);
     await c.waitHealthy();
     return c;
   }
 
   get endpoints(): string[] {
-    return this.members.map((m) => `http://127.0.0.1:${m.clientPort}`);
+    const scheme = this.tls ? 'https' : 'http';
+    return this.members.map((m) => `${scheme}://127.0.0.1:${m.clientPort}`);
+  }
+
+  /** etcdctl's TLS flags (none without TLS). */
+  ctlTlsArgs(): string[] {
+    const t = this.tls;
+    return t ? ['--cacert', t.caFile, '--cert', t.adminCertFile, '--key', t.adminKeyFile] : [];
+  }
+
+  /** Runs etcdctl (API 3) against every running member; returns its stdout. */
+  ctl(...args: string[]): string {
+    const live = this.endpoints.filter((_, i) => this.members[i]!.proc);
+    return execFileSync(
+      'etcdctl',
+      ['--endpoints', live.join(','), ...this.ctlTlsArgs(), '--command-timeout=5s', ...args],
+      { env: { ...process.env, ETCDCTL_API: '3' }, encoding: 'utf8' },
+    );
   }
 
   startMember(i: number): void {
@@ -68,9 +99,20 @@ export class EtcdCluster {
         '--data-dir',
         join(this.dir, m.name),
         '--listen-client-urls',
-        `http://127.0.0.1:${m.clientPort}`,
+        this.endpoints[i]!,
         '--advertise-client-urls',
-        `http://127.0.0.1:${m.clientPort}`,
+        this.endpoints[i]!,
+        ...(this.tls
+          ? [
+              '--cert-file',
+              this.tls.certFile,
+              '--key-file',
+              this.tls.keyFile,
+              '--trusted-ca-file',
+              this.tls.caFile,
+              '--client-cert-auth',
+            ]
+          : []),
         '--listen-peer-urls',
         `http://127.0.0.1:${m.peerPort}`,
         '--initial-advertise-peer-urls',
@@ -110,7 +152,16 @@ export class EtcdCluster {
       try {
         const out = execFileSync(
           'etcdctl',
-          ['--endpoints', this.endpoints[i]!, 'endpoint', 'status', '-w', 'json', '--command-timeout=2s'],
+          [
+            '--endpoints',
+            this.endpoints[i]!,
+            ...this.ctlTlsArgs(),
+            'endpoint',
+            'status',
+            '-w',
+            'json',
+            '--command-timeout=2s',
+          ],
           { env: { ...process.env, ETCDCTL_API: '3' }, encoding: 'utf8' },
         );
         const st = JSON.parse(out) as { Status: { header: { member_id: number }; leader: number } }[];
@@ -130,7 +181,16 @@ export class EtcdCluster {
       new Promise<number>((resolve) => {
         execFile(
           'etcdctl',
-          ['--endpoints', this.endpoints[i]!, 'endpoint', 'status', '-w', 'json', '--command-timeout=2s'],
+          [
+            '--endpoints',
+            this.endpoints[i]!,
+            ...this.ctlTlsArgs(),
+            'endpoint',
+            'status',
+            '-w',
+            'json',
+            '--command-timeout=2s',
+          ],
           { env: { ...process.env, ETCDCTL_API: '3' }, encoding: 'utf8', timeout: 5000 },
           (err, out) => {
             if (err) return resolve(-1);
@@ -163,7 +223,7 @@ export class EtcdCluster {
       try {
         execFileSync(
           'etcdctl',
-          ['--endpoints', live.join(','), 'endpoint', 'health', '--command-timeout=2s'],
+          ['--endpoints', live.join(','), ...this.ctlTlsArgs(), 'endpoint', 'health', '--command-timeout=2s'],
           {
             env: { ...process.env, ETCDCTL_API: '3' },
             stdio: 'ignore',

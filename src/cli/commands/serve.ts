@@ -37,6 +37,11 @@ interface ServeFlags {
   store?: string;
   etcdEndpoints?: string;
   etcdPrefix?: string;
+  etcdCa?: string;
+  etcdCert?: string;
+  etcdKey?: string;
+  etcdUser?: string;
+  etcdPassword?: string;
 }
 
 /**
@@ -102,6 +107,14 @@ export function serveCommand(io: CliIO): Command {
     )
     .option('--etcd-endpoints <urls>', 'etcd client URLs for --store etcd: http://host:2379,...')
     .option('--etcd-prefix <prefix>', 'key prefix of this installation in etcd (default /floe)')
+    .option(
+      '--etcd-ca <file>',
+      'PEM CA of etcd’s server certificates (https:// endpoints; default system roots)',
+    )
+    .option('--etcd-cert <file>', 'PEM client certificate for etcd (with --etcd-key)')
+    .option('--etcd-key <file>', 'PEM private key of --etcd-cert')
+    .option('--etcd-user <name>', 'etcd user (with --etcd-password or $FLOE_ETCD_PASSWORD)')
+    .option('--etcd-password <password>', 'password of --etcd-user (prefer $FLOE_ETCD_PASSWORD)')
     .option('--log-level <level>', 'trace, debug, info, warn, error (default info or $FLOE_LOG_LEVEL)')
     .option('--config <file>', 'JSON file with the same settings in camelCase (nodeId, dataDir, ...)')
     .action(async (allFlags: ServeFlags & Record<string, unknown>) => {

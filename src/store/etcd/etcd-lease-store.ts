@@ -29,6 +29,7 @@ import type {
   StoreRouting,
   WorkerRecordReply,
 } from '../lease-store.js';
+import { type EtcdSecurity, etcd3SecurityOptions } from './etcd-security.js';
 import {
   changesOf,
   EtcdKeys,
@@ -69,6 +70,8 @@ export interface EtcdLeaseStoreOptions {
   newRequestId?: () => string;
   onError?: (what: string, err: unknown) => void;
   onInfo?: (what: string) => void;
+  /** TLS and authentication towards etcd (`--etcd-ca/-cert/-key/-user/-password`); none: plain http, no user. */
+  security?: EtcdSecurity;
   /** Holder health probes (src/lease/health-prober.ts), run by the active node as the built-in leader runs them. */
   health?: Omit<HealthProberOptions, 'timers' | 'isLive'>;
 }
@@ -204,6 +207,7 @@ export class EtcdLeaseStore implements LeaseStore {
     // Without call deadlines a call hangs while etcd has no leader: every call gets one.
     this.client = new Etcd3({
       hosts: opts.endpoints,
+      ...etcd3SecurityOptions(opts.security),
       dialTimeout: this.callTimeoutMs,
       defaultCallOptions: () => ({ deadline: Date.now() + this.callTimeoutMs }),
     });
