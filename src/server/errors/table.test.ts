@@ -90,6 +90,22 @@ describe('the error table', () => {
     }
   });
 
+  it('is shown whole in docs/errors.md, each code with its HTTP status and RESP reply', () => {
+    const doc = readFileSync(join(serverDir, '..', '..', 'docs', 'errors.md'), 'utf8');
+    const rows = new Map<string, string[]>();
+    for (const m of doc.matchAll(/^\| `([a-z_]+)` \| ([^|]+) \| ([^|]+) \|/gm))
+      rows.set(m[1]!, [m[2]!.trim(), m[3]!.trim()]);
+    for (const [code, spec] of Object.entries(ERROR_TABLE) as [string, ErrorSpec][]) {
+      const row = rows.get(code);
+      expect(row, `docs/errors.md has no row for ${code}`).toBeDefined();
+      expect(row![0], code).toBe(spec.http === undefined ? '—' : String(spec.http));
+      const resp =
+        spec.resp === undefined ? '—' : `\`${spec.resp}${spec.respText ? ` ${spec.respText}` : ''}\``;
+      expect(row![1], code).toBe(resp);
+    }
+    expect([...rows.keys()].filter((c) => !isFloeErrorCode(c))).toEqual([]);
+  });
+
   it("keeps Redis's exact wording for the errors RESP clients recognise", () => {
     expect(errors.syntax().line).toBe('ERR syntax error');
     expect(errors.notInteger().line).toBe('ERR value is not an integer or out of range');

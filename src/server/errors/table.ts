@@ -38,7 +38,7 @@ export const ERROR_TABLE = {
   not_leader: {
     http: 503,
     resp: 'MOVED',
-    when: 'a write or linearizable read reached a follower: HTTP 307 with Location when the leader is known, else 503; RESP -MOVED <slot> <leader>, or -CLUSTERDOWN with no key',
+    when: 'a write or linearizable read reached a follower: HTTP 307 with `Location` when the leader is known, else 503; RESP `-MOVED <slot> <leader>`, or `-CLUSTERDOWN` for a command without a key',
   },
   not_committed: {
     http: 503,
@@ -132,9 +132,12 @@ export const ERROR_TABLE = {
     respText: 'value is not an integer or out of range',
     when: 'RESP: an argument that must be an integer',
   },
-  wrong_arity: { resp: 'ERR', when: "RESP: wrong number of arguments for '<command>' command" },
-  unknown_command: { resp: 'ERR', when: "RESP: unknown command '<name>'" },
-  unknown_subcommand: { resp: 'ERR', when: "RESP: unknown subcommand '<sub>'" },
+  wrong_arity: { resp: 'ERR', when: "RESP: `ERR wrong number of arguments for '<command>' command`" },
+  unknown_command: {
+    resp: 'ERR',
+    when: "RESP: `ERR unknown command '<name>', with args beginning with: ...`",
+  },
+  unknown_subcommand: { resp: 'ERR', when: "RESP: `ERR unknown subcommand '<sub>'. Try <COMMAND> HELP.`" },
   unsupported_protocol: {
     resp: 'NOPROTO',
     respText: 'unsupported protocol version',
