@@ -1,5 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import { ReadCoalescer } from '../lease/read-coalescer.js';
 import {
   type AllocOk,
   buildCreate,
@@ -14,6 +13,7 @@ import {
   type SequenceResult,
   type SequenceStateMachine,
 } from '../state/sequences/index.js';
+import { RoundCoalescer } from './round-coalescer.js';
 
 /** What the service needs from the node (a FloeNode through `sequenceNodeOf`). */
 export interface SequenceNode {
@@ -57,6 +57,8 @@ export interface SequenceServiceOptions {
    * answer node-mode keys with the leader's address, like strict ones.
    */
   remoteAlloc?: (cmd: AllocCommand) => Promise<SequenceResult>;
+  /** ReadIndex rounds in flight at once for strict requests (RoundCoalescer). Default 2. */
+  readRoundsInFlight?: number;
 }
 
 export type AllocCommand = Extract<SequenceCommand, { op: 'alloc' }>;
@@ -150,7 +152,7 @@ export class SequenceService {
   private readonly keys = new Map<string, KeyState>();
   /** `node`-mode keys: this node's own segments survive role and term changes. */
   private readonly nodeKeys = new Map<string, KeyState>();
-  private readonly confirmer: ReadCoalescer;
+  private readonly confirmer: RoundCoalescer;
   private readonly mono: () => number;
   private readonly prefetchAt: number;
   private readonly lifetime: number;
@@ -160,10 +162,11 @@ export class SequenceService {
   private requestSeq = 0;
 
   constructor(private readonly o: SequenceServiceOptions) {
-    this.confirmer = new ReadCoalescer(
+    this.confirmer = new RoundCoalescer(
       () => o.node.linearizableRead(),
       () => performance.now(),
       () => o.node.term(),
+      o.readRoundsInFlight ?? 2,
     );
     this.mono = o.monotonic ?? (() => performance.now());
     this.prefetchAt = o.prefetchAt ?? 0.5;
@@ -229,20 +232,64 @@ export class SequenceService {
    * Reserves `count` consecutive values of `key` and returns the last one (as Redis INCRBY returns
    * the new value): the caller owns [result − count + 1, result]. INCR is `incrBy(key, 1n)`.
    */
-  async incrBy(key: string, count: bigint, opts: IncrOptions = {}): Promise<bigint> {
-    const keyProblem = checkKey(key);
-    if (keyProblem)
-      throw new SequenceRefusedError({ ok: false, code: 'invalid_argument', message: keyProblem });
-    if (count < 1n || count > BigInt(MAX_ALLOC))
-      throw new SequenceRefusedError({
-        ok: false,
-        code: 'invalid_argument',
-        message: `count must be in [1, ${MAX_ALLOC}], got ${count}`,
-      });
-    if (this.servesLocally(key)) return this.incrNodeMode(key, count);
-    if (!this.o.node.isLeader()) throw this.o.node.notLeaderError();
-    const term = this.o.node.term();
-    // A round that started after the request arrived, in this term: one round serves a pipeline that arrived together.
+  incrBy(key: string, count: bigint, opts: IncrOptions = {}): Promise<bigint> {
+    // Keys with serving state here passed checkKey when it was made; only new ones are checked again.
+    if (!this.keys.has(key) && !this.nodeKeys.has(key)) {
+      const keyProblem = checkKey(key);
+      if (keyProblem)
+        return Promise.reject(
+          new SequenceRefusedError({ ok: false, code: 'invalid_argument', message: keyProblem }),
+        );
+    }
+    if (count < 1n || count > MAX_ALLOC_BIG)
+      return Promise.reject(
+        new SequenceRefusedError({
+          ok: false,
+          code: 'invalid_argument',
+          message: `count must be in [1, ${MAX_ALLOC}], got ${count}`,
+        }),
+      );
+    const node = this.o.node;
+    const mode = this.o.state.get(key)?.mode;
+    const leader = node.isLeader();
+    if (mode === 'node' && (leader || this.o.remoteAlloc !== undefined)) return this.incrNodeMode(key, count);
+    if (!leader) return Promise.reject(node.notLeaderError());
+    const term = node.term();
+    if (mode === 'strict') {
+      // The common case: a strict key this leader knows. A round that started after the request arrived, in this
+      // term, answers it (one round serves every request read in one turn, and a pipeline that arrived together).
+      if (opts.arrivedAt !== undefined && this.confirmer.confirmedSince({ at: opts.arrivedAt, tag: term })) {
+        try {
+          const v = this.takeStrict(key, count, term);
+          if (v !== undefined) return Promise.resolve(v);
+        } catch (err) {
+          return Promise.reject(err);
+        }
+        return this.serveStrict(key, count, term);
+      }
+      const confirmed = this.confirmer.confirm(
+        opts.arrivedAt === undefined ? undefined : { at: opts.arrivedAt, tag: term },
+      );
+      return confirmed.then(() => this.takeStrict(key, count, term) ?? this.serveStrict(key, count, term));
+    }
+    return this.incrSlow(key, count, term, opts);
+  }
+
+  /**
+   * After the round: the value from the buffered segments when they hold `count` values (undefined when not), only
+   * while this node still leads the term the round ran in.
+   */
+  private takeStrict(key: string, count: bigint, term: number): bigint | undefined {
+    // The round started after the request arrived, while this node led `term`; serve only in it.
+    if (!this.o.node.isLeader() || this.o.node.term() !== term) throw this.o.node.notLeaderError();
+    const ks = this.stateOf(key, term);
+    const took = this.take(key, ks, count);
+    if (took !== undefined) this.maybePrefetch(key, ks);
+    return took;
+  }
+
+  /** A key not known here yet (auto-creation, or a refusal after asking the log). */
+  private async incrSlow(key: string, count: bigint, term: number, opts: IncrOptions): Promise<bigint> {
     const confirmed = this.confirmer.confirm(
       opts.arrivedAt === undefined ? undefined : { at: opts.arrivedAt, tag: term },
     );
@@ -256,7 +303,11 @@ export class SequenceService {
       return this.incrNodeMode(key, count);
     }
     await confirmed;
-    // The round started after the request arrived, while this node led `term`; serve only in it.
+    return this.serveStrict(key, count, term);
+  }
+
+  /** Serves a strict request whose round has confirmed: from the buffer, or after fetching a segment. */
+  private async serveStrict(key: string, count: bigint, term: number): Promise<bigint> {
     if (!this.o.node.isLeader() || this.o.node.term() !== term) throw this.o.node.notLeaderError();
     for (;;) {
       const ks = this.stateOf(key, term);
@@ -583,6 +634,8 @@ export class SequenceService {
     return r;
   }
 }
+
+const MAX_ALLOC_BIG = BigInt(MAX_ALLOC);
 
 function describe(r: SequenceResult): string {
   return JSON.stringify(r).slice(0, 200);

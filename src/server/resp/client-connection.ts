@@ -60,6 +60,7 @@ export class ClientConnection implements Session {
   private readPaused = false;
   private closeTimer: NodeJS.Timeout | undefined;
   private closed = false;
+  private flushScheduled = false;
   /** Inside `pump`: pushes are batched with the replies and flushed at its end. */
   private pumping = false;
   /** The client half-closed: finish its pipeline, then close. */
@@ -189,7 +190,11 @@ export class ClientConnection implements Session {
     } finally {
       this.pumping = false;
     }
-    this.flush();
+    // Waiting on an asynchronous command: its reply (and those after it, if they complete within the same turn,
+    // as a pipeline of INCRs sharing one ReadIndex round does) joins what is queued here in one write at the end
+    // of the turn, instead of one write per reply.
+    if (this.busy) this.scheduleFlush();
+    else this.flush();
     if (this.peerEnded && !this.busy && !this.waitingForDrain) {
       this.gracefulClose('client');
       return;
@@ -248,9 +253,23 @@ export class ClientConnection implements Session {
     this.out.reply(reply, this.proto);
     this.afterCommand();
     if (this.closing) return;
-    this.flush();
-    this.pump();
+    this.pump(); // flushes (now, or at the end of this turn while a later command runs)
   }
+
+  /**
+   * Flush at the end of this turn of the event loop (process.nextTick runs once the microtask queue is empty):
+   * replies of commands that complete through promise callbacks alone go out in one write.
+   */
+  private scheduleFlush(): void {
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    process.nextTick(this.scheduledFlush);
+  }
+
+  private readonly scheduledFlush = (): void => {
+    this.flushScheduled = false;
+    if (!this.closed && !this.closing) this.flush();
+  };
 
   private afterCommand(): void {
     this.updatePreAuthLimits();
