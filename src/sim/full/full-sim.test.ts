@@ -13,8 +13,8 @@ describe('full-stack simulation', () => {
   });
 
   it('is deterministic with the sequence workload and mixed-up replies, which pass every oracle', async () => {
-    const a = await runFullSim({ seed: 42, profile: 'chaos', seqClients: 2 });
-    const b = await runFullSim({ seed: 42, profile: 'chaos', seqClients: 2 });
+    const a = await runFullSim({ seed: 7, profile: 'net', seqClients: 2 });
+    const b = await runFullSim({ seed: 7, profile: 'net', seqClients: 2 });
     expect(b.traceHash).toBe(a.traceHash);
     expect(b.stats).toEqual(a.stats);
     expect(a.failure).toBeUndefined();

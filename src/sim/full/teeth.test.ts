@@ -55,6 +55,24 @@ describe('the full-stack simulator finds re-introduced bugs', () => {
     expect((await runFullSim({ seed: f!.seed, profile: 'disk' })).failure).toBeUndefined();
   });
 
+  it('issue 9 item 1: without reply checks, a lease reply meant for another client becomes a second holder', {
+    timeout: 300_000,
+  }, async () => {
+    // Needs the replyMixup fault (a reply delivered to another client's request), in the net profile.
+    const f = await firstFailure({ profile: 'net', bugs: ['no-reply-check'] }, 20);
+    expect(f?.kind).toMatch(/duplicate-id|lease-overlap/);
+    expect((await runFullSim({ seed: f!.seed, profile: 'net' })).failure).toBeUndefined();
+  });
+
+  it('issue 9 item 6: a read armed before the core accepts it dies of an unhandled rejection', {
+    timeout: 300_000,
+  }, async () => {
+    const f = await firstFailure({ profile: 'nodes', bugs: ['tick-without-catch'] }, 6);
+    expect(f?.kind).toBe('process-crash');
+    expect(f?.detail).toMatch(/ReadTimeoutError/);
+    expect((await runFullSim({ seed: f!.seed, profile: 'nodes' })).failure).toBeUndefined();
+  });
+
   it('finding FS-2 (fixed): without its workaround, no seed fails (a restarted joined member keeps the cluster membership)', {
     timeout: 300_000,
   }, async () => {
