@@ -418,12 +418,10 @@ export const leasesPlugin: FastifyPluginAsync<LeasesPluginOptions> = async (
       try {
         const w = await leases.get(req.params.app, workerId);
         if (!w)
-          return reply
-            .code(404)
-            .send({
-              error: 'not_found',
-              message: `worker ${workerId} of ${req.params.app} was never leased`,
-            });
+          return reply.code(404).send({
+            error: 'not_found',
+            message: `worker ${workerId} of ${req.params.app} was never leased`,
+          });
         return w;
       } catch (err) {
         return leaseFail(reply, err, req.url);
