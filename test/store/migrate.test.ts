@@ -1,8 +1,15 @@
 import { execFileSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, expect, it } from 'vitest';
-import { exportFromDataDirs, importIntoEtcd } from '../../src/store/migrate.js';
+import {
+  exportFromDataDirs,
+  exportFromEtcd,
+  httpJsonCall,
+  importIntoEtcd,
+  importThroughApi,
+  type LeaseExport,
+} from '../../src/store/migrate.js';
 import { Cluster, http, repoRoot, waitForLeader } from '../cluster/harness.js';
 import { EtcdCluster } from './etcd-cluster.js';
 import { FloeNodes } from './floe-nodes.js';
@@ -97,3 +104,84 @@ it('export from stopped members, import into etcd: floors and tokens continue, a
   const other = await http(active, 'POST', '/v1/apps/mig/workers/acquire', { nodeId: 'x', layout: 'other' });
   expect(other.status).toBe(409);
 });
+
+it('etcd back to the built-in store: export-etcd from a stopped installation, import-api into a Raft node; floors continue', async () => {
+  const e = await EtcdCluster.start(1);
+  const src = await FloeNodes.create(1, ['--store', 'etcd', '--etcd-endpoints', e.endpoints.join(',')]);
+  const dst = await FloeNodes.create(1, []);
+  try {
+    src.nodes[0]!.start();
+    const active = (await src.waitActive()).http;
+    expect((await http(active, 'PUT', '/v1/apps/back/pool', { bits: 3 })).status).toBe(200);
+    const bound = Date.now() + 60_000;
+    const old: { workerId: number; token: number }[] = [];
+    for (let i = 0; i < 4; i++) {
+      const g = await http<{ workerId: number; token: number }>(
+        active,
+        'POST',
+        '/v1/apps/back/workers/acquire',
+        {
+          nodeId: `h${i}`,
+          boundMs: bound - i,
+          layout: 'L',
+        },
+      );
+      expect(g.status).toBe(200);
+      old.push(g.body);
+    }
+    for (const g of old.slice(0, 2))
+      await http(active, 'POST', `/v1/apps/back/workers/${g.workerId}/release`, {
+        token: g.token,
+        lastTimestampMs: bound,
+      });
+    // Refused while a node is active: a mark could still rise after the read.
+    await expect(exportFromEtcd(e.endpoints)).rejects.toThrow(/still active/);
+    await src.nodes[0]!.stopGracefully(); // revokes its session: the active key goes
+
+    const file = join(src.root, 'back.json');
+    const script = (...args: string[]) =>
+      execFileSync(
+        process.execPath,
+        ['--import', 'tsx', join(repoRoot, 'scripts/store-migrate.ts'), ...args],
+        {
+          cwd: repoRoot,
+          stdio: 'pipe',
+        },
+      );
+    writeFileSync(file, script('export-etcd', '--etcd-endpoints', e.endpoints.join(',')));
+    const exp = JSON.parse(readFileSync(file, 'utf8')) as LeaseExport;
+    const pool = exp.pools.find((p) => p.app === 'back')!;
+    expect(pool).toMatchObject({ bits: 3, datacenterBits: 0, layout: 'L' });
+    expect(pool.records).toHaveLength(4);
+
+    dst.nodes[0]!.start();
+    const target = (await dst.waitActive()).http;
+    script('import-api', '--target', `http://${target}`, file);
+    // A second import leaves the app alone.
+    expect((await importThroughApi(exp, httpJsonCall(`http://${target}`))).refused).toEqual(['back']);
+    // Every new holder of an old worker ID starts at or above its old mark; the layout pin came along.
+    const marks = new Map(pool.records.map((r) => [r.workerId, r.highWaterMs]));
+    for (let i = 0; i < 8; i++) {
+      const g = await http<{ workerId: number; highWaterMs: number }>(
+        target,
+        'POST',
+        '/v1/apps/back/workers/acquire',
+        { nodeId: `new${i}`, layout: 'L' },
+      );
+      expect(g.status).toBe(200);
+      expect(g.body.highWaterMs).toBeGreaterThanOrEqual(marks.get(g.body.workerId) ?? 0);
+    }
+    for (const w of old.map((g) => g.workerId)) expect(marks.get(w)!).toBeGreaterThanOrEqual(bound - 3);
+    const other = await http(target, 'POST', '/v1/apps/back/workers/acquire', {
+      nodeId: 'x',
+      layout: 'other',
+    });
+    expect(other.status).toBe(409);
+  } finally {
+    await src.stop();
+    src.cleanup();
+    await dst.stop();
+    dst.cleanup();
+    e.stop();
+  }
+}, 120_000);

@@ -237,11 +237,14 @@ export class EtcdLeaseStore implements LeaseStore {
     if (this.closed) return;
     this.closed = true;
     if (this.timer) clearInterval(this.timer);
-    const wasActive = this.activeRev !== undefined;
+    // Hand over at once: revoking the session deletes our `active` key. Taken before depose(), which forgets the
+    // session (its own revoke is not awaited, and closing the client would cancel it).
+    const session = this.session;
     this.depose('closing');
     this.health.stop();
-    // Hand over at once: revoking the session deletes our `active` key.
-    if (wasActive || this.session) await this.session?.revoke().catch(() => {});
+    await session
+      ?.revoke()
+      .catch((err: unknown) => this.onError('etcd store: revoking the session at close failed', err));
     this.client.close();
   }
 
