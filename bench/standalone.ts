@@ -10,14 +10,16 @@
  * 3. `SNOWFLAKE.NEXT key COUNT 1000`: IDs/s per member.
  * 4. Memory per sequence key with 1,000,000 keys in the replicated state (in this process).
  *
- * Everything runs on this machine (load generators included); figures are for one run. Bounded to
+ * Everything runs on this machine (load generators included); figures are for one run. Next to each rate: the
+ * server's CPU time per request (µs, from /proc; for node mode the three members' sum), steadier than a rate on a
+ * shared machine. Bounded to
  * about 2-3 minutes. Options: --n <requests per redis-benchmark run> (default 200000),
  * --seconds <autocannon duration> (default 10), --keys <memory test keys> (default 1000000).
  * Needs `npm run build` (done by the npm script), redis-server and redis-benchmark
  * (`apt-get install redis-server`).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -73,6 +75,43 @@ function run(cmd: string, args: string[], timeoutMs = 300_000): Promise<string> 
   });
 }
 
+/**
+ * CPU time (ms, user + system) a process has used so far, from /proc (Linux), or undefined. On a shared machine the
+ * server's CPU per request is a steadier figure than requests/s, which moves with whatever else runs.
+ */
+function cpuMs(pid: number | undefined): number | undefined {
+  if (pid === undefined) return undefined;
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // clock ticks of 1/100 s (USER_HZ)
+  } catch {
+    return undefined;
+  }
+}
+
+/** Server CPU per request (µs) over a run of `n` requests, as text. */
+function cpuPerReq(before: (number | undefined)[], after: (number | undefined)[], n: number): string {
+  let sum = 0;
+  for (let i = 0; i < before.length; i++) {
+    const a = before[i];
+    const b = after[i];
+    if (a === undefined || b === undefined) return '?';
+    sum += b - a;
+  }
+  return ((sum * 1000) / n).toFixed(1);
+}
+
+/** requests/s of one redis-benchmark run of `command` (or `-t incr`), and the servers' CPU µs per request. */
+async function measured(
+  pids: (number | undefined)[],
+  run: () => Promise<number>,
+  n: number,
+): Promise<{ rate: number; cpu: string }> {
+  const before = pids.map(cpuMs);
+  const r = await run();
+  return { rate: r, cpu: cpuPerReq(before, pids.map(cpuMs), n) };
+}
+
 /** requests/s of one redis-benchmark run of `command` (or `-t incr`). */
 async function rate(port: number, pipeline: number, command?: string[], n = N): Promise<number> {
   const args = ['-h', '127.0.0.1', '-p', String(port), '-n', String(n), '-c', String(CLIENTS), '-q'];
@@ -125,45 +164,73 @@ function table(rows: string[][]): void {
 
 const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
 
+/**
+ * Waits until every member serves `key` itself (a node-mode key it has applied): a member that has not applied the
+ * SEQ.CREATE yet answers MOVED, which redis-benchmark would count as a reply. Polls (no event to wait on from here),
+ * bounded.
+ */
+async function settled(cluster: Cluster, key: string): Promise<void> {
+  for (const n of cluster.nodes) {
+    for (let i = 0; ; i++) {
+      const r = await redisCli(['-p', String(n.spec.respPort), 'INCR', key]);
+      if (/^\d+$/.test(r.stdout.trim())) break;
+      if (i === 100) throw new Error(`member ${n.spec.id} does not serve ${key}: ${r.stdout}${r.stderr}`);
+      await new Promise((res) => setTimeout(res, 20));
+    }
+  }
+}
+
 async function incrSection(cluster: Cluster, leader: number): Promise<void> {
   const portOf = (id: number) => cluster.node(id).spec.respPort;
   const key = 'counter:__rand_int__'; // the key redis-benchmark's INCR test uses
   const cli = (...a: string[]) => redisCli(['-p', String(portOf(leader)), ...a]);
   await cli('SEQ.CREATE', key, 'STEP', '1000');
   const rows: string[][] = [
-    ['INCR, -c 50', 'pipeline', 'req/s', 'vs redis (no AOF)', 'vs redis (AOF everysec)'],
+    ['INCR, -c 50', 'pipeline', 'req/s', 'vs redis (no AOF)', 'vs redis (AOF everysec)', 'server CPU µs/req'],
   ];
   const redisNo = await startRedis(false);
   const redisAof = await startRedis(true);
+  const leaderPid = cluster.node(leader).pid;
   try {
     for (const p of [1, 16]) {
-      const rNo = await rate(redisNo.port, p);
-      const rAof = await rate(redisAof.port, p);
-      const strict = await rate(portOf(leader), p);
+      const rNo = await measured([redisNo.proc.pid], () => rate(redisNo.port, p), N);
+      const rAof = await measured([redisAof.proc.pid], () => rate(redisAof.port, p), N);
+      const strict = await measured([leaderPid], () => rate(portOf(leader), p), N);
       // node mode: the same key again, served by every member at once.
       await cli('SEQ.DELETE', key);
       await cli('SEQ.CREATE', key, 'STEP', '1000', 'MODE', 'node');
-      const perNode = await Promise.all(
-        cluster.nodes.map((n) => rate(n.spec.respPort, p, undefined, Math.ceil(N / 3))),
+      await settled(cluster, key);
+      const perNodeN = Math.ceil(N / 3);
+      let perNode: number[] = [];
+      const node = await measured(
+        cluster.nodes.map((n) => n.pid),
+        async () => {
+          perNode = await Promise.all(
+            cluster.nodes.map((n) => rate(n.spec.respPort, p, undefined, perNodeN)),
+          );
+          return perNode.reduce((a, b) => a + b, 0);
+        },
+        perNodeN * cluster.nodes.length,
       );
-      const node = perNode.reduce((a, b) => a + b, 0);
       await cli('SEQ.DELETE', key);
       await cli('SEQ.CREATE', key, 'STEP', '1000');
-      rows.push(['redis-server appendonly no', String(p), fmt(rNo), '1.00x', '']);
-      rows.push(['redis-server appendonly everysec', String(p), fmt(rAof), '', '1.00x']);
+      rows.push(['redis-server appendonly no', String(p), fmt(rNo.rate), '1.00x', '', rNo.cpu]);
+      rows.push(['redis-server appendonly everysec', String(p), fmt(rAof.rate), '', '1.00x', rAof.cpu]);
       rows.push([
         'Floe strict (leader)',
         String(p),
-        fmt(strict),
-        `${(strict / rNo).toFixed(2)}x`,
-        `${(strict / rAof).toFixed(2)}x`,
+        fmt(strict.rate),
+        `${(strict.rate / rNo.rate).toFixed(2)}x`,
+        `${(strict.rate / rAof.rate).toFixed(2)}x`,
+        strict.cpu,
       ]);
       rows.push([
         `Floe node mode (3 members: ${perNode.map(fmt).join(' + ')})`,
         String(p),
-        fmt(node),
-        `${(node / rNo).toFixed(2)}x`,
-        `${(node / rAof).toFixed(2)}x`,
+        fmt(node.rate),
+        `${(node.rate / rNo.rate).toFixed(2)}x`,
+        `${(node.rate / rAof.rate).toFixed(2)}x`,
+        node.cpu,
       ]);
     }
   } finally {
@@ -187,14 +254,17 @@ async function leafSection(cluster: Cluster, leader: number): Promise<void> {
     'STEP',
     '2000',
   ]);
+  const pid = cluster.node(leader).pid;
+  const before = cpuMs(pid);
   const r = await autocannon({
     url: `http://${cluster.node(leader).http}/api/segment/get/leaf-key`,
     connections: CLIENTS,
     duration: SECONDS,
   });
+  const cpu = cpuPerReq([before], [cpuMs(pid)], r.requests.total);
   console.log(
     `Leaf path GET /api/segment/get/{key}, autocannon ${CLIENTS} connections ${SECONDS} s against the leader: ` +
-      `${fmt(r.requests.average)} req/s (p50 ${r.latency.p50} ms, p99 ${r.latency.p99} ms, non-2xx ${r.non2xx}, errors ${r.errors})`,
+      `${fmt(r.requests.average)} req/s (p50 ${r.latency.p50} ms, p99 ${r.latency.p99} ms, non-2xx ${r.non2xx}, errors ${r.errors}; leader CPU ${cpu} µs/req)`,
   );
   console.log(
     `peer (quoted, not measured): Leaf ~50,000 QPS on 4 cores / 8 GB; ratio ${(r.requests.average / 50_000).toFixed(2)}x; target >= 50,000 req/s here\n`,

@@ -351,7 +351,18 @@ export class SequenceService {
    * allocated through the log), increasing per node; no leadership check, since no order across
    * nodes is promised. A restart leaves the rest of its segments unused (a gap).
    */
-  private async incrNodeMode(key: string, count: bigint): Promise<bigint> {
+  private incrNodeMode(key: string, count: bigint): Promise<bigint> {
+    // The common case, without an async function's hops: the buffered segments hold the values.
+    const ks = this.nodeStateOf(key);
+    const took = this.take(key, ks, count);
+    if (took !== undefined) {
+      this.maybePrefetch(key, ks);
+      return Promise.resolve(took);
+    }
+    return this.incrNodeModeSlow(key, count);
+  }
+
+  private async incrNodeModeSlow(key: string, count: bigint): Promise<bigint> {
     for (;;) {
       const ks = this.nodeStateOf(key);
       const took = this.take(key, ks, count);
