@@ -3,9 +3,10 @@
 // - onRequest: `Authorization: Basic ...` (the standard scheme; use TLS), or a member proving the
 //   cluster secret (x-floe-member, member-auth.ts). With no users in the replicated state,
 //   everything is open.
-// - preHandler: the admin surface (key-value, counters, membership, leader transfer) needs admin
-//   on '*'; leases, users, sequences and Snowflake keys check their own per-app / per-key
-//   permissions with `allowed` and `may`.
+// - preValidation: the admin surface (key-value, counters, membership, leader transfer) needs
+//   admin on '*'; leases, users, sequences and Snowflake keys check their own per-app / per-key
+//   permissions in their own preValidation hook (`requires`). Both run before the route's schema:
+//   a caller without the permission gets 403 whatever it sent.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Permission } from '../../state/auth/index.js';
 import { basicCredentials, type FloeServices } from '../floe-services.js';
@@ -28,6 +29,15 @@ export interface RouteHelpers {
   may(req: FastifyRequest, resource: string, perm: Permission): boolean;
   /** The node runtime's errors (sendHttpError). */
   fail(r: FastifyReply, e: unknown, path: string): FastifyReply;
+  /**
+   * A route's preValidation hook: 403 unless the caller has `perm` on the resource `resourceOf`
+   * names (before the schema runs). When it names none (a body key that is not a string), the
+   * schema answers first.
+   */
+  requires(
+    perm: Permission,
+    resourceOf: (req: FastifyRequest) => string | undefined,
+  ): (req: FastifyRequest, reply: FastifyReply) => Promise<FastifyReply | undefined>;
 }
 
 /** What a member calling as itself may do: hold leases (server-side Snowflake), nothing else. */
@@ -118,7 +128,7 @@ export function registerAuth(
   });
 
   // The admin surface (key-value, counters, membership) needs admin on '*' once auth is on.
-  app.addHook('preHandler', async (req, reply) => {
+  app.addHook('preValidation', async (req, reply) => {
     const path = req.url.split('?')[0] ?? '';
     if (!auth.authEnabled || isOpen(path) || checksOwnPermissions(path)) return;
     if (req.floeMember !== undefined || !auth.permits(req.floeUser, '*', 'admin')) {
@@ -143,5 +153,10 @@ export function registerAuth(
     allowed,
     may: (req, resource, perm) => req.floeMember === undefined && auth.permits(req.floeUser, resource, perm),
     fail,
+    requires: (perm, resourceOf) => async (req, reply) => {
+      const resource = resourceOf(req);
+      if (resource !== undefined && !allowed(req, reply, resource, perm)) return reply;
+      return undefined;
+    },
   };
 }

@@ -164,7 +164,8 @@ export const leasesPlugin: FastifyPluginAsync<LeasesPluginOptions> = async (
   app,
   { services: s, helpers },
 ) => {
-  const { allowed, fail } = helpers;
+  const { fail, requires } = helpers;
+  const appOf = (req: FastifyRequest) => (req.params as { app: string }).app;
   const leases = s.store ?? s.leases;
 
   const leaseFail = (reply: FastifyReply, err: unknown, path: string): FastifyReply => {
@@ -231,6 +232,7 @@ export const leasesPlugin: FastifyPluginAsync<LeasesPluginOptions> = async (
     '/v1/apps/:app/workers/acquire',
     {
       schema: acquireSchema,
+      preValidation: requires('acquire', appOf),
       config: {
         badInput: {
           code: 'invalid_argument',
@@ -248,7 +250,6 @@ export const leasesPlugin: FastifyPluginAsync<LeasesPluginOptions> = async (
       },
     },
     async (req, reply) => {
-      if (!allowed(req, reply, req.params.app, 'acquire')) return reply;
       const b = req.body;
       const badUrl = b.healthUrl === undefined ? undefined : checkHealthUrl(b.healthUrl);
       if (badUrl) return reply.code(400).send({ error: 'invalid_argument', message: badUrl });
@@ -288,6 +289,7 @@ export const leasesPlugin: FastifyPluginAsync<LeasesPluginOptions> = async (
     '/v1/apps/:app/workers/:workerId/renew',
     {
       schema: renewSchema,
+      preValidation: requires('renew', appOf),
       config: {
         badInput: {
           code: 'invalid_argument',
@@ -302,7 +304,6 @@ export const leasesPlugin: FastifyPluginAsync<LeasesPluginOptions> = async (
       },
     },
     async (req, reply) => {
-      if (!allowed(req, reply, req.params.app, 'renew')) return reply;
       const ids = workerAndToken(req, reply);
       if (!ids) return reply;
       const boundMs = optInt(req.body?.boundMs);
@@ -329,6 +330,7 @@ export const leasesPlugin: FastifyPluginAsync<LeasesPluginOptions> = async (
     '/v1/apps/:app/workers/:workerId/release',
     {
       schema: releaseSchema,
+      preValidation: requires('release', appOf),
       config: {
         badInput: {
           code: 'invalid_argument',
@@ -341,7 +343,6 @@ export const leasesPlugin: FastifyPluginAsync<LeasesPluginOptions> = async (
       },
     },
     async (req, reply) => {
-      if (!allowed(req, reply, req.params.app, 'release')) return reply;
       const ids = workerAndToken(req, reply);
       if (!ids) return reply;
       const lastTimestampMs = optInt(req.body?.lastTimestampMs);
@@ -362,6 +363,11 @@ export const leasesPlugin: FastifyPluginAsync<LeasesPluginOptions> = async (
     '/v1/ids/:id',
     {
       schema: whoisSchema,
+      // Read on the app given, or on '*' without one.
+      preValidation: requires('read', (req) => {
+        const a = (req.query as { app?: unknown }).app;
+        return a === undefined ? '*' : typeof a === 'string' ? a : undefined;
+      }),
       config: {
         badInput: {
           code: 'invalid_argument',
@@ -371,7 +377,6 @@ export const leasesPlugin: FastifyPluginAsync<LeasesPluginOptions> = async (
     },
     async (req, reply) => {
       const { layout: layoutName = 'floe', app: appName } = req.query;
-      if (!allowed(req, reply, appName ?? '*', 'read')) return reply;
       let layout: Layout;
       let id: bigint;
       try {
@@ -393,25 +398,28 @@ export const leasesPlugin: FastifyPluginAsync<LeasesPluginOptions> = async (
     },
   );
 
-  app.get<{ Params: AppParams }>('/v1/apps/:app/workers', { schema: listSchema }, async (req, reply) => {
-    if (!allowed(req, reply, req.params.app, 'read')) return reply;
-    try {
-      return { app: req.params.app, leases: await leases.list(req.params.app) };
-    } catch (err) {
-      return leaseFail(reply, err, req.url);
-    }
-  });
+  app.get<{ Params: AppParams }>(
+    '/v1/apps/:app/workers',
+    { schema: listSchema, preValidation: requires('read', appOf) },
+    async (req, reply) => {
+      try {
+        return { app: req.params.app, leases: await leases.list(req.params.app) };
+      } catch (err) {
+        return leaseFail(reply, err, req.url);
+      }
+    },
+  );
 
   app.get<{ Params: WorkerParams }>(
     '/v1/apps/:app/workers/:workerId',
     {
       schema: getSchema,
+      preValidation: requires('read', appOf),
       config: {
         badInput: { code: 'invalid_argument', messages: { workerId: 'workerId must be an integer' } },
       },
     },
     async (req, reply) => {
-      if (!allowed(req, reply, req.params.app, 'read')) return reply;
       const workerId = toInt(req.params.workerId);
       if (workerId === undefined)
         return reply.code(400).send({ error: 'invalid_argument', message: 'workerId must be an integer' });
@@ -434,12 +442,12 @@ export const leasesPlugin: FastifyPluginAsync<LeasesPluginOptions> = async (
     '/v1/apps/:app/pool',
     {
       schema: poolSchema,
+      preValidation: requires('admin', appOf),
       config: {
         badInput: { code: 'invalid_argument', messages: { bits: bitsMessage, datacenterBits: bitsMessage } },
       },
     },
     async (req, reply) => {
-      if (!allowed(req, reply, req.params.app, 'admin')) return reply;
       const bits = toInt(req.body?.bits);
       const dc = req.body?.datacenterBits === undefined ? 0 : toInt(req.body.datacenterBits);
       if (bits === undefined || dc === undefined)

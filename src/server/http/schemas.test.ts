@@ -35,19 +35,28 @@ async function node(): Promise<{ app: FastifyInstance; lastIndex: () => number }
   return { app, lastIndex: () => node.status().lastIndex };
 }
 
-async function call(app: FastifyInstance, method: 'GET' | 'POST' | 'PUT', url: string, payload?: unknown) {
+async function call(
+  app: FastifyInstance,
+  method: 'GET' | 'POST' | 'PUT',
+  url: string,
+  payload?: unknown,
+  authorization?: string,
+) {
+  const headers: Record<string, string> = authorization ? { authorization } : {};
+  if (payload !== undefined) headers['content-type'] = 'application/json';
   const res = await app.inject({
     method,
     url,
+    headers,
     ...(payload === undefined
       ? {}
-      : {
-          payload: typeof payload === 'string' ? payload : JSON.stringify(payload),
-          headers: { 'content-type': 'application/json' },
-        }),
+      : { payload: typeof payload === 'string' ? payload : JSON.stringify(payload) }),
   });
   return { status: res.statusCode, body: res.json() as Record<string, unknown> };
 }
+
+const basic = (user: string, password: string) =>
+  `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
 
 describe('route schemas', () => {
   it('refuse wrong types with 400 naming the field, in the route words, and propose nothing', async () => {
@@ -182,5 +191,31 @@ describe('route schemas', () => {
       status: 400,
       body: { error: 'bad_request', message: 'need member id, httpAddr and respAddr' },
     });
+  });
+
+  it('check permissions before the schema: a caller without the permission gets 403 whatever it sent', async () => {
+    const { app, lastIndex } = await node();
+    const root = basic('root', 'root-password-123');
+    const reader = basic('reader', 'reader-password-123');
+    const add = (user: string, password: string, grants: Record<string, string[]>, auth?: string) =>
+      call(app, 'POST', '/v1/users', { user, password, grants }, auth);
+    expect((await add('root', 'root-password-123', { '*': ['admin'] })).status).toBe(200);
+    expect((await add('reader', 'reader-password-123', { orders: ['read'] }, root)).status).toBe(200);
+    const before = lastIndex();
+    for (const [method, url, body] of [
+      ['POST', '/v1/apps/orders/workers/acquire', { nodeId: 7 }],
+      ['PUT', '/v1/apps/orders/pool', { bits: 'x' }],
+      ['PUT', '/v1/kv/k', { value: 5 }],
+      ['POST', '/v1/users', { user: 1 }],
+      ['PUT', '/v1/users/root/password', { password: 1 }],
+      ['POST', '/v1/leader/transfer', { to: 'x' }],
+    ] as const) {
+      const r = await call(app, method, url, body, reader);
+      expect(r.status, `${method} ${url}`).toBe(403);
+      expect(r.body.error).toBe('forbidden');
+    }
+    // Its own password: no admin needed, so the schema answers.
+    expect((await call(app, 'PUT', '/v1/users/reader/password', { password: 1 }, reader)).status).toBe(400);
+    expect(lastIndex()).toBe(before);
   });
 });

@@ -2,7 +2,7 @@
 // /v1/sequences, and Leaf's `GET /api/segment/get/{key}`, which answers the value as plain text
 // (and, as Leaf does, a 500 with `Result{id=-2, status=EXCEPTION}` for an unknown key). 64-bit
 // values are decimal strings in JSON.
-import type { FastifyPluginAsync, FastifyReply } from 'fastify';
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import {
   SequenceRefusedError,
   SequenceReplyMismatchError,
@@ -85,7 +85,12 @@ export const sequencesPlugin: FastifyPluginAsync<SequencesPluginOptions> = async
   app,
   { sequences: seqs, helpers },
 ) => {
-  const { allowed, may, fail } = helpers;
+  const { may, fail, requires } = helpers;
+  const keyOf = (req: FastifyRequest) => (req.params as { key: string }).key;
+  const bodyKeyOf = (req: FastifyRequest) => {
+    const k = (req.body as { key?: unknown } | undefined)?.key;
+    return typeof k === 'string' ? k : undefined;
+  };
   const seqFail = (reply: FastifyReply, err: unknown, path: string): FastifyReply => {
     if (err instanceof SequenceRefusedError)
       return reply
@@ -123,6 +128,7 @@ export const sequencesPlugin: FastifyPluginAsync<SequencesPluginOptions> = async
     '/v1/sequences',
     {
       schema: createSchema,
+      preValidation: requires('admin', bodyKeyOf),
       config: {
         badInput: {
           code: 'invalid_argument',
@@ -140,7 +146,6 @@ export const sequencesPlugin: FastifyPluginAsync<SequencesPluginOptions> = async
     },
     async (req, reply) => {
       const b = req.body;
-      if (!allowed(req, reply, b.key, 'admin')) return reply;
       try {
         const r = await seqs.create(b.key, {
           start: b.start,
@@ -180,6 +185,7 @@ export const sequencesPlugin: FastifyPluginAsync<SequencesPluginOptions> = async
   app.get<{ Params: KeyParams; Querystring: { stale?: string } }>(
     '/v1/sequences/:key',
     {
+      preValidation: requires('read', keyOf),
       schema: {
         tags: ['sequences'],
         summary: 'One sequence (needs read on the key)',
@@ -189,7 +195,6 @@ export const sequencesPlugin: FastifyPluginAsync<SequencesPluginOptions> = async
       },
     },
     async (req, reply) => {
-      if (!allowed(req, reply, req.params.key, 'read')) return reply;
       try {
         const found = await seqs.info(req.params.key, { stale: req.query.stale === '1' });
         if (!found)
@@ -206,6 +211,7 @@ export const sequencesPlugin: FastifyPluginAsync<SequencesPluginOptions> = async
   app.delete<{ Params: KeyParams }>(
     '/v1/sequences/:key',
     {
+      preValidation: requires('admin', keyOf),
       schema: {
         tags: ['sequences'],
         summary: 'Delete a sequence (needs admin on the key)',
@@ -214,7 +220,6 @@ export const sequencesPlugin: FastifyPluginAsync<SequencesPluginOptions> = async
       },
     },
     async (req, reply) => {
-      if (!allowed(req, reply, req.params.key, 'admin')) return reply;
       try {
         await seqs.delete(req.params.key);
         return { deleted: true, key: req.params.key };
@@ -232,6 +237,7 @@ export const sequencesPlugin: FastifyPluginAsync<SequencesPluginOptions> = async
   app.post<{ Params: KeyParams; Body: { count?: unknown } }>(
     '/v1/sequences/:key/incr',
     {
+      preValidation: requires('issue', keyOf),
       schema: {
         tags: ['sequences'],
         summary: '`count` consecutive values (needs issue on the key)',
@@ -242,7 +248,6 @@ export const sequencesPlugin: FastifyPluginAsync<SequencesPluginOptions> = async
       config: countConfig,
     },
     async (req, reply) => {
-      if (!allowed(req, reply, req.params.key, 'issue')) return reply;
       const count = countOf(req.body?.count, MAX_ALLOC);
       if (typeof count === 'string') return bad(reply, count);
       try {
@@ -257,6 +262,7 @@ export const sequencesPlugin: FastifyPluginAsync<SequencesPluginOptions> = async
   app.post<{ Params: KeyParams; Body: { count?: unknown } }>(
     '/v1/sequences/:key/alloc',
     {
+      preValidation: requires('issue', keyOf),
       schema: {
         tags: ['sequences'],
         summary: 'A segment of `count` values for the caller to hand out (needs issue on the key)',
@@ -267,7 +273,6 @@ export const sequencesPlugin: FastifyPluginAsync<SequencesPluginOptions> = async
       config: countConfig,
     },
     async (req, reply) => {
-      if (!allowed(req, reply, req.params.key, 'issue')) return reply;
       const count = countOf(req.body?.count, MAX_ALLOC);
       if (typeof count === 'string') return bad(reply, count);
       try {
@@ -283,6 +288,7 @@ export const sequencesPlugin: FastifyPluginAsync<SequencesPluginOptions> = async
   app.get<{ Params: KeyParams; Querystring: { count?: string } }>(
     '/api/segment/get/:key',
     {
+      preValidation: requires('issue', keyOf),
       schema: {
         tags: ['sequences'],
         summary: "Leaf's segment path: the next value as plain text, `?count=n` n values one per line",
@@ -300,7 +306,6 @@ export const sequencesPlugin: FastifyPluginAsync<SequencesPluginOptions> = async
       config: { badInput: { text: true } },
     },
     async (req, reply) => {
-      if (!allowed(req, reply, req.params.key, 'issue')) return reply;
       const count = countOf(req.query.count, MAX_HTTP_BATCH);
       if (typeof count === 'string') return reply.code(400).type('text/plain').send(count);
       try {

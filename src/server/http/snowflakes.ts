@@ -2,7 +2,7 @@
 // routes under /v1/snowflakes and Leaf's `GET /api/snowflake/get/{key}` (the ID as plain text).
 // Every member answers `next` from its own leased worker ID, without redirecting. IDs are decimal
 // strings in JSON.
-import type { FastifyPluginAsync } from 'fastify';
+import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import { FloeClientError } from '../../client/errors.js';
 import { FloeIdError } from '../../id/errors.js';
 import { SnowflakeRefusedError, type SnowflakeService } from '../../snowflakes/index.js';
@@ -31,7 +31,12 @@ export const snowflakesPlugin: FastifyPluginAsync<SnowflakesPluginOptions> = asy
   app,
   { snowflakes: sf, helpers },
 ) => {
-  const { allowed, fail } = helpers;
+  const { fail, requires } = helpers;
+  const keyOf = (req: FastifyRequest) => (req.params as { key: string }).key;
+  const bodyKeyOf = (req: FastifyRequest) => {
+    const k = (req.body as { key?: unknown } | undefined)?.key;
+    return typeof k === 'string' ? k : undefined;
+  };
   const status = (err: unknown): { code: number; error: string } | undefined => {
     // Refusals other than these two answer 400, whatever their code (layout_mismatch, pool, stopped).
     if (err instanceof SnowflakeRefusedError)
@@ -55,6 +60,7 @@ export const snowflakesPlugin: FastifyPluginAsync<SnowflakesPluginOptions> = asy
   app.post<{ Body: { key: string; layout?: string; ttlMs?: number } }>(
     '/v1/snowflakes',
     {
+      preValidation: requires('admin', bodyKeyOf),
       schema: {
         tags: ['snowflakes'],
         summary: 'Create a Snowflake key (needs admin on the key); 201 when created',
@@ -81,7 +87,6 @@ export const snowflakesPlugin: FastifyPluginAsync<SnowflakesPluginOptions> = asy
     },
     async (req, reply) => {
       const b = req.body;
-      if (!allowed(req, reply, b.key, 'admin')) return reply;
       try {
         const r = await sf.create(b.key, b.layout, b.ttlMs);
         return reply.code(r.created ? 201 : 200).send({ created: r.created, ...r.info });
@@ -97,6 +102,7 @@ export const snowflakesPlugin: FastifyPluginAsync<SnowflakesPluginOptions> = asy
   app.get<{ Params: KeyParams }>(
     '/v1/snowflakes/:key',
     {
+      preValidation: requires('read', keyOf),
       schema: {
         tags: ['snowflakes'],
         summary: 'One Snowflake key (needs read on the key)',
@@ -105,7 +111,6 @@ export const snowflakesPlugin: FastifyPluginAsync<SnowflakesPluginOptions> = asy
       },
     },
     async (req, reply) => {
-      if (!allowed(req, reply, req.params.key, 'read')) return reply;
       const found = sf.info(req.params.key);
       return (
         found ??
@@ -119,6 +124,7 @@ export const snowflakesPlugin: FastifyPluginAsync<SnowflakesPluginOptions> = asy
   app.post<{ Params: KeyParams; Body: { count?: unknown } }>(
     '/v1/snowflakes/:key/next',
     {
+      preValidation: requires('issue', keyOf),
       schema: {
         tags: ['snowflakes'],
         summary: '`count` IDs from this member (needs issue on the key)',
@@ -137,7 +143,6 @@ export const snowflakesPlugin: FastifyPluginAsync<SnowflakesPluginOptions> = asy
       config: { badInput: { code: 'invalid_argument', messages: { count: countMessage } } },
     },
     async (req, reply) => {
-      if (!allowed(req, reply, req.params.key, 'issue')) return reply;
       const count = countOf(req.body?.count);
       if (typeof count === 'string')
         return reply.code(400).send({ error: 'invalid_argument', message: count });
@@ -157,6 +162,7 @@ export const snowflakesPlugin: FastifyPluginAsync<SnowflakesPluginOptions> = asy
   app.get<{ Params: KeyParams; Querystring: { count?: string } }>(
     '/api/snowflake/get/:key',
     {
+      preValidation: requires('issue', keyOf),
       schema: {
         tags: ['snowflakes'],
         summary: "Leaf's snowflake path: the ID as plain text, `?count=n` n IDs one per line",
@@ -174,7 +180,6 @@ export const snowflakesPlugin: FastifyPluginAsync<SnowflakesPluginOptions> = asy
       config: { badInput: { text: true } },
     },
     async (req, reply) => {
-      if (!allowed(req, reply, req.params.key, 'issue')) return reply;
       const count = countOf(req.query.count);
       if (typeof count === 'string') return reply.code(400).type('text/plain').send(count);
       try {

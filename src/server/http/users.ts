@@ -1,7 +1,7 @@
 // Users and their grants (docs/auth.md): an encapsulated plugin under /v1/users. Admin on '*'
 // manages users; a user may change its own password. Nothing invalid reaches the log: the schema
 // checks types, then the same complete check apply runs (decodeAuthCommand) before proposing.
-import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyPluginAsync, FastifyReply } from 'fastify';
 import { NotLeaderError } from '../../node/errors.js';
 import {
   decodeAuthCommand,
@@ -94,7 +94,7 @@ const revokeSchema = {
 
 export const usersPlugin: FastifyPluginAsync<UsersPluginOptions> = async (app, { services: s, helpers }) => {
   const { auth, node } = s;
-  const { allowed, fail } = helpers;
+  const { fail, requires } = helpers;
   const authFail = (reply: FastifyReply, r: { ok: false; code: string; message: string }) =>
     reply
       .code(
@@ -133,10 +133,10 @@ export const usersPlugin: FastifyPluginAsync<UsersPluginOptions> = async (app, {
       return fail(reply, err, path);
     }
   };
-  const isAdmin = (req: FastifyRequest, reply: FastifyReply) => allowed(req, reply, '*', 'admin');
+  // Admin on '*', checked before the schema (403 whatever the body).
+  const admin = requires('admin', () => '*');
 
-  app.get('/v1/users', { schema: listSchema }, async (req, reply) => {
-    if (!isAdmin(req, reply)) return reply;
+  app.get('/v1/users', { schema: listSchema, preValidation: admin }, async () => {
     await users.linearizableRead().catch(() => {});
     return { authEnabled: auth.authEnabled, users: auth.userList() };
   });
@@ -146,6 +146,7 @@ export const usersPlugin: FastifyPluginAsync<UsersPluginOptions> = async (app, {
     '/v1/users',
     {
       schema: addSchema,
+      preValidation: admin,
       config: {
         badInput: {
           code: 'invalid_argument',
@@ -161,7 +162,6 @@ export const usersPlugin: FastifyPluginAsync<UsersPluginOptions> = async (app, {
       },
     },
     async (req, reply) => {
-      if (!isAdmin(req, reply)) return reply;
       const { user, password } = req.body;
       const grants: GrantSpec[] = Object.entries(req.body.grants ?? {});
       if (!users.isLeader()) return fail(reply, users.notLeaderError(), req.url);
@@ -179,11 +179,13 @@ export const usersPlugin: FastifyPluginAsync<UsersPluginOptions> = async (app, {
     '/v1/users/:user/password',
     {
       schema: passwordSchema,
+      // The user itself, or admin on '*'.
+      preValidation: requires('admin', (req) =>
+        req.floeUser === (req.params as { user: string }).user ? undefined : '*',
+      ),
       config: { badInput: { code: 'invalid_argument', messages: { password: 'password must be a string' } } },
     },
     async (req, reply) => {
-      const self = req.floeUser === req.params.user;
-      if (!self && !isAdmin(req, reply)) return reply;
       if (!users.isLeader()) return fail(reply, users.notLeaderError(), req.url);
       // Before hashing: a missing user costs no scrypt run and no log entry.
       if (missingUser(req.params.user)) return noSuchUser(reply, req.params.user);
@@ -199,9 +201,8 @@ export const usersPlugin: FastifyPluginAsync<UsersPluginOptions> = async (app, {
 
   app.delete<{ Params: { user: string } }>(
     '/v1/users/:user',
-    { schema: deleteSchema },
+    { schema: deleteSchema, preValidation: admin },
     async (req, reply) => {
-      if (!isAdmin(req, reply)) return reply;
       return propose(reply, encodeAuthCommand({ op: 'userDelete', user: req.params.user }), req.url);
     },
   );
@@ -211,12 +212,12 @@ export const usersPlugin: FastifyPluginAsync<UsersPluginOptions> = async (app, {
     '/v1/users/:user/grants',
     {
       schema: grantSchema,
+      preValidation: admin,
       config: {
         badInput: { code: 'invalid_argument', messages: { app: grantMessage, permissions: grantMessage } },
       },
     },
     async (req, reply) => {
-      if (!isAdmin(req, reply)) return reply;
       const { app: appName, permissions } = req.body;
       return propose(
         reply,
@@ -233,12 +234,12 @@ export const usersPlugin: FastifyPluginAsync<UsersPluginOptions> = async (app, {
     '/v1/users/:user/revoke',
     {
       schema: revokeSchema,
+      preValidation: admin,
       config: {
         badInput: { code: 'invalid_argument', messages: { app: revokeMessage, permissions: revokeMessage } },
       },
     },
     async (req, reply) => {
-      if (!isAdmin(req, reply)) return reply;
       const { app: appName, permissions } = req.body;
       return propose(
         reply,
