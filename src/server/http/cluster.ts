@@ -64,6 +64,8 @@ export const clusterViewSchema = obj(
   [],
   "This node's view of the cluster",
 );
+export const CLUSTER_VIEW_SCHEMA_ID = 'ClusterView';
+const clusterViewRef = { $ref: `${CLUSTER_VIEW_SCHEMA_ID}#` } as const;
 const memberId = {
   type: 'string',
   pattern: '^[1-9][0-9]{0,15}$',
@@ -84,7 +86,7 @@ export const clusterPlugin: FastifyPluginAsync<ClusterPluginOptions> = async (
       schema: {
         tags: ['cluster'],
         summary: "This node's view of the cluster (open)",
-        response: { 200: clusterViewSchema },
+        response: { 200: clusterViewRef },
       },
     },
     async () => clusterView(node),
@@ -192,7 +194,7 @@ export const clusterPlugin: FastifyPluginAsync<ClusterPluginOptions> = async (
           },
           ['id', 'peerAddr'],
         ),
-        response: { 200: clusterViewSchema, ...memberErrors },
+        response: { 200: clusterViewRef, ...memberErrors },
       },
       config: {
         badInput: {
@@ -230,7 +232,7 @@ export const clusterPlugin: FastifyPluginAsync<ClusterPluginOptions> = async (
         tags: ['cluster'],
         summary: 'Remove a member; needs admin on *',
         params: obj({ id: memberId }, ['id']),
-        response: { 200: clusterViewSchema, ...memberErrors },
+        response: { 200: clusterViewRef, ...memberErrors },
       },
       config: { badInput: { messages: { id: 'member id must be a positive integer' } } },
     },
@@ -256,7 +258,7 @@ export const clusterPlugin: FastifyPluginAsync<ClusterPluginOptions> = async (
         tags: ['cluster'],
         summary: 'Hand leadership to another voter; needs admin on *',
         body: obj({ to: { type: 'integer', minimum: 1, description: 'the member to lead' } }, ['to']),
-        response: { 200: clusterViewSchema, ...memberErrors },
+        response: { 200: clusterViewRef, ...memberErrors },
       },
       config: { badInput: { messages: { to: 'to must be a member id' } } },
     },

@@ -9,10 +9,10 @@ import type { FloeServices } from '../floe-services.js';
 import { sendHttpError } from '../http-errors.js';
 import type { NodeMetrics } from '../metrics.js';
 import { registerAuth } from './auth.js';
-import { clusterPlugin } from './cluster.js';
+import { CLUSTER_VIEW_SCHEMA_ID, clusterPlugin, clusterViewSchema } from './cluster.js';
 import { healthPlugin } from './health.js';
 import { kvPlugin } from './kv.js';
-import { leasesPlugin } from './leases.js';
+import { LEASE_SCHEMA_ID, leaseSchema, leasesPlugin } from './leases.js';
 import { errorSchema } from './schemas.js';
 import { sequencesPlugin } from './sequences.js';
 import { snowflakesPlugin } from './snowflakes.js';
@@ -35,6 +35,8 @@ export interface HttpRoutesOptions {
  */
 export function registerHttpRoutes(app: FastifyInstance, o: HttpRoutesOptions): void {
   app.addSchema(errorSchema);
+  app.addSchema({ $id: LEASE_SCHEMA_ID, ...leaseSchema });
+  app.addSchema({ $id: CLUSTER_VIEW_SCHEMA_ID, ...clusterViewSchema });
   const fail = sendHttpError;
   if (o.services) {
     const helpers = registerAuth(app, o.services, fail);

@@ -18,7 +18,8 @@ export interface LeasesPluginOptions {
 
 // ---- schemas --------------------------------------------------------------------------------
 
-const lease = obj(
+/** A worker-ID lease (shared schema `Lease`, added to the root app by http/index.ts). */
+export const leaseSchema = obj(
   {
     ok: { type: 'boolean' },
     app: str,
@@ -44,6 +45,8 @@ const lease = obj(
   [],
   'A worker-ID lease',
 );
+export const LEASE_SCHEMA_ID = 'Lease';
+const lease = { $ref: `${LEASE_SCHEMA_ID}#` } as const;
 
 const appParams = obj({ app: nameParam('the application (pool) name') }, ['app']);
 const workerParams = obj(
