@@ -138,7 +138,7 @@ interface KeyState {
  * of use). Two segments are kept per key (double buffer): the next one is fetched when the current
  * one is `prefetchAt` used, so switching does not wait for a proposal.
  *
- * Why values strictly increase across the cluster, across failovers (docs/decisions/0003):
+ * Why values strictly increase across the cluster, across failovers (docs/decisions/0004):
  * - every value handed out is preceded by a ReadIndex round that started after the request arrived,
  *   and is served only if this node still leads in the term its segments were allocated in. A
  *   deposed leader's round cannot be confirmed once a quorum voted for a newer term, so it stops
