@@ -195,7 +195,7 @@ export const ERROR_TABLE = {
   layout_mismatch: {
     http: 409,
     resp: 'ERR',
-    when: 'the app is pinned to another layout (POST /v1/snowflakes answers it 400, as every Snowflake refusal but not_found and exists)',
+    when: 'the app is pinned to another layout (leases and POST /v1/snowflakes)',
   },
   pool_split_fixed: { http: 409, resp: 'ERR', when: 'the pool split (datacenter bits) is fixed once used' },
   lease_unhealthy: { http: 409, resp: 'ERR', when: "the holder's health URL failed its probes" },

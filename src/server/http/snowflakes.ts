@@ -6,7 +6,7 @@ import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import { FloeClientError } from '../../client/errors.js';
 import { FloeIdError } from '../../id/errors.js';
 import { SnowflakeRefusedError, type SnowflakeService } from '../../snowflakes/index.js';
-import { httpStatusOf } from '../errors/table.js';
+import { httpStatusOf, isFloeErrorCode } from '../errors/table.js';
 import type { RouteHelpers } from './auth.js';
 import { bool, errors, int, nameParam, obj, str, WRITE_ERRORS } from './schemas.js';
 
@@ -38,12 +38,9 @@ export const snowflakesPlugin: FastifyPluginAsync<SnowflakesPluginOptions> = asy
     return typeof k === 'string' ? k : undefined;
   };
   const status = (err: unknown): { code: number; error: string } | undefined => {
-    // Refusals other than these two answer 400, whatever their code (layout_mismatch, pool, stopped).
+    // Every refusal answers the status the error table gives its code (layout_mismatch 409, as on leases).
     if (err instanceof SnowflakeRefusedError)
-      return {
-        code: err.code === 'not_found' || err.code === 'exists' ? httpStatusOf(err.code) : 400,
-        error: err.code,
-      };
+      return { code: isFloeErrorCode(err.code) ? httpStatusOf(err.code) : 400, error: err.code };
     if (err instanceof FloeClientError || err instanceof FloeIdError)
       return { code: httpStatusOf('unavailable'), error: 'unavailable' };
     return undefined;
