@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkHistory, checkUniqueIds, increasingIdModel, type Operation } from '../../src/check/index.js';
 import type { IdInput, IdOutput } from '../../src/check/models/unique-id.js';
 import { FloeClient } from '../../src/client/index.js';
-import { type Cluster, floeBin, http, waitForLeader } from './harness.js';
+import { type Cluster, type ClusterView, floeBin, http, until, waitForLeader } from './harness.js';
 import { cliRecord, redisCli, startCluster } from './lease-cluster.js';
 
 let cluster: Cluster;
@@ -149,6 +149,15 @@ describe('sequences over HTTP (JSON and Leaf-compatible)', () => {
 describe('node mode: every member serves its own segments', () => {
   it('INCR on every member without MOVED: unique across members, increasing per member', async () => {
     await cli('SEQ.CREATE', 'per-node', 'MODE', 'node', 'STEP', '25');
+    // A member serves a node-mode key once it has applied its creation; before that it answers MOVED.
+    const created = await http<ClusterView>(cluster.node(leader).http, 'GET', '/v1/cluster');
+    await until('every member to apply SEQ.CREATE', async () => {
+      for (const n of cluster.nodes) {
+        const v = await http<ClusterView>(n.http, 'GET', '/v1/cluster');
+        if (v.status !== 200 || v.body.applied < created.body.commit) return undefined;
+      }
+      return true;
+    });
     const perNode = new Map<number, bigint[]>();
     const clients = cluster.nodes.map((n) => ({
       id: n.spec.id,
