@@ -9,6 +9,7 @@ import { IdOracle } from './id-oracle.js';
 import { checkedPayload, QUIET_NET, VirtualNetwork, withChecksum } from './network.js';
 import { Machine, MachineClock, SimProcess } from './process.js';
 import { Scheduler } from './scheduler.js';
+import { SeqOracle } from './seq-workload.js';
 import type { FailureKind, World } from './world.js';
 
 function world(sched = new Scheduler()): World & { failures: Array<{ kind: FailureKind; detail: string }> } {
@@ -302,5 +303,30 @@ describe('lease reply check', () => {
       /token/,
     );
     expect(leaseReplyMismatch('/v1/kv/x', '{}', '{}')).toBeUndefined();
+  });
+});
+
+describe('sequence oracle', () => {
+  it('fails a value given twice, across INCRBY ranges and segments', () => {
+    const w = world();
+    const o = new SeqOracle(w);
+    o.values('k', 1n, 3n, 'a');
+    o.values('k', 4n, 9n, 'b (segment)');
+    o.values('other', 3n, 3n, 'c');
+    expect(w.failures).toEqual([]);
+    o.values('k', 9n, 10n, 'd');
+    expect(w.failures[0]?.kind).toBe('duplicate-id');
+    expect(w.failures[0]?.detail).toMatch(/value 9 given to d and before to b/);
+  });
+
+  it('checks strict real-time order: a call sent after a reply arrived gets larger values', () => {
+    const o = new SeqOracle(world());
+    // Overlapping calls may come back in any order; a call sent after a reply must be above it.
+    o.strict.push({ client: 'a', invokeUs: 0, returnUs: 10, first: 5n, last: 6n });
+    o.strict.push({ client: 'b', invokeUs: 5, returnUs: 8, first: 1n, last: 1n });
+    o.strict.push({ client: 'c', invokeUs: 11, returnUs: 20, first: 7n, last: 9n });
+    expect(o.checkOrder()).toBeUndefined();
+    o.strict.push({ client: 'd', invokeUs: 21, returnUs: 30, first: 8n, last: 8n });
+    expect(o.checkOrder()).toMatch(/d's call sent at 21 µs got 8..8, but c's call answered at 20 µs/);
   });
 });
