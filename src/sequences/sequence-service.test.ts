@@ -21,13 +21,15 @@ class FakeNode implements SequenceNode {
   index = 0;
   proposals: Record<string, unknown>[] = [];
   readFails = false;
+  /** Proposals take a turn of the event loop (a real log's fsync and round trip), not just a microtask. */
+  slowProposals = false;
   tamper: ((r: Record<string, unknown>) => Record<string, unknown>) | undefined;
   private roleListeners: ((l: boolean) => void)[] = [];
   constructor(readonly state: SequenceStateMachine) {}
   async propose(command: Uint8Array): Promise<unknown> {
     if (!this.leader) throw new NotLeader('not the leader');
     this.proposals.push(unpack(command));
-    await Promise.resolve();
+    await (this.slowProposals ? new Promise((r) => setImmediate(r)) : Promise.resolve());
     const r = this.state.apply(command, {
       index: ++this.index,
       term: this.currentTerm,
@@ -348,5 +350,26 @@ describe('SequenceService.delete and issued ranges (round 4)', () => {
     expect(ranges.map((r) => [r.first, r.last])).toEqual([[1n, 5n]]);
     svc.close();
     expect(ranges).toHaveLength(1);
+  });
+});
+
+describe('a failed round never goes unhandled (full simulation, swarm seed 152891)', () => {
+  it('INCR of a key being auto-created, while the leadership round fails: a refusal, never an unhandled rejection', async () => {
+    const { svc, node } = await setup({ autoCreate: { step: 5 } });
+    node.slowProposals = true;
+    node.readFails = true; // the round started for this request fails while its key is still being created
+    const unhandled: unknown[] = [];
+    const spy = (err: unknown) => unhandled.push(err);
+    process.on('unhandledRejection', spy);
+    try {
+      // Before the fix the round's rejection had no handler until the creation finished, a turn later: Node's
+      // default for an unhandled rejection ends the process (the simulator saw a node die of it).
+      await expect(svc.incrBy('fresh', 1n)).rejects.toThrow(/read not confirmed/);
+      await new Promise((r) => setImmediate(r));
+      await new Promise((r) => setImmediate(r));
+    } finally {
+      process.off('unhandledRejection', spy);
+    }
+    expect(unhandled).toEqual([]);
   });
 });

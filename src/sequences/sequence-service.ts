@@ -293,15 +293,12 @@ export class SequenceService {
     const confirmed = this.confirmer.confirm(
       opts.arrivedAt === undefined ? undefined : { at: opts.arrivedAt, tag: term },
     );
-    if (!this.o.state.get(key))
-      await this.ensureExists(key).catch((err: unknown) => {
-        confirmed.catch(() => {});
-        throw err;
-      });
-    if (this.o.state.get(key)?.mode === 'node') {
-      confirmed.catch(() => {});
-      return this.incrNodeMode(key, count);
-    }
+    // Awaited only after the key is known, which can take a proposal: a round that fails meanwhile must not be an
+    // unhandled rejection, which ends the process (full simulation, swarm seed 152891). `await confirmed` below
+    // still sees the failure.
+    confirmed.catch(() => {});
+    if (!this.o.state.get(key)) await this.ensureExists(key);
+    if (this.o.state.get(key)?.mode === 'node') return this.incrNodeMode(key, count);
     await confirmed;
     return this.serveStrict(key, count, term);
   }
