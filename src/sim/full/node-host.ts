@@ -37,6 +37,8 @@ export interface NodeSettings {
   syncUs: [number, number];
   /** Lease TTL default of the service. */
   leaseTtlMs: number;
+  /** Serve sequences (SequenceService and its routes): only in seeds with sequence clients, to save their cost. */
+  sequences?: boolean;
 }
 
 export type NodeState = 'down' | 'booting' | 'up' | 'halted' | 'failed';
@@ -230,26 +232,34 @@ export class NodeHost {
     // Sequences as src/node/start.ts serves them: strict keys on the leader, node-mode keys from each node's own
     // segments (a follower allocates them through the leader's internal route, with the cluster secret).
     const memberFetch = this.hooks.memberFetch(proc, `n${this.id}`);
-    const sequences = new SequenceService({
-      node: sequenceNodeOf(n),
-      state: sm.sequences,
-      owner: `node-${this.id}`,
-      monotonic: () => proc.monoMs(),
-      remoteAlloc: httpRemoteAlloc({
-        secret: SIM_CLUSTER_SECRET,
-        leaderHttpAddr: () => n.leaderHint()?.httpAddr,
-        timeoutMs: 1000,
-        fetch: async (url, init) => {
-          const r = await memberFetch(url, init);
-          const text = await r.text();
-          return { status: r.status, json: async () => JSON.parse(text) as unknown };
-        },
-      }),
-    });
+    const sequences = !s.sequences
+      ? undefined
+      : new SequenceService({
+          node: sequenceNodeOf(n),
+          state: sm.sequences,
+          owner: `node-${this.id}`,
+          monotonic: () => proc.monoMs(),
+          remoteAlloc: httpRemoteAlloc({
+            secret: SIM_CLUSTER_SECRET,
+            leaderHttpAddr: () => n.leaderHint()?.httpAddr,
+            timeoutMs: 1000,
+            fetch: async (url, init) => {
+              const r = await memberFetch(url, init);
+              const text = await r.text();
+              return { status: r.status, json: async () => JSON.parse(text) as unknown };
+            },
+          }),
+        });
     const app = await buildSimHttpApp(
       n,
       sm.kv,
-      { node: n, leases, auth: sm.auth, sequences, memberSecret: SIM_CLUSTER_SECRET },
+      {
+        node: n,
+        leases,
+        auth: sm.auth,
+        ...(sequences ? { sequences } : {}),
+        memberSecret: SIM_CLUSTER_SECRET,
+      },
       SIM_CLUSTER_SECRET,
     );
     if (!proc.alive) return;

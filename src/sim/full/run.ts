@@ -147,6 +147,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
   }
   const started = performance.now();
   const cfg = drawConfig(o.seed, o.profile ?? 'swarm', o);
+  cfg.node.sequences = cfg.seq.clients > 0;
   const trace = new Trace(o.traceTail ?? 80, o.verbose);
   const w = new RunWorld(o.seed, trace, o.bugs ?? []);
   const sched = w.sched;
