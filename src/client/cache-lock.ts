@@ -106,6 +106,14 @@ export class CacheLock {
     return r !== undefined && r.nonce !== this.record.nonce;
   }
 
+  /**
+   * False once this lock was let go, or when the lock file names another lock: another process may own the cache
+   * then, so nothing of this lock's lease may write or remove it (review of 47f2aac, hole B).
+   */
+  get mayWrite(): boolean {
+    return !this.released && !this.heldByOther;
+  }
+
   /** True while the lock file still names this lock. */
   get owned(): boolean {
     return !this.released && readRecord(this.env, this.path)?.nonce === this.record.nonce;

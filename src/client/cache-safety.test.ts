@@ -14,6 +14,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { type CacheFs, nodeCacheFs } from './cache-fs.js';
 import { ClientOptionError } from './errors.js';
 import { FloeClient, type FloeClientOptions, type LeaseWorkerOptions } from './floe-client.js';
 import type { FetchLike } from './http-transport.js';
@@ -241,5 +242,51 @@ describe('a lease lost at its deadline is never resumed (full simulation, swarm 
     const again = await lease(s, me, { cachePath, acquireTimeoutMs: 200 }).catch((e: unknown) => e);
     expect(again).not.toHaveProperty('resumedFromCache', true);
     expect(JSON.parse(readFileSync(cachePath, 'utf8')).deadlineWallMs).toBe(0);
+  });
+
+  it('the same process, its past deadline never written (a full disk), the wall clock stepped back: not resumed', async () => {
+    const s = setup();
+    s.cluster.poolSize = 1;
+    const cachePath = join(tmp(), 'lease.json');
+    let failWrites = false;
+    const flakyFs: CacheFs = {
+      ...nodeCacheFs,
+      writeFile(p, text, sync) {
+        if (failWrites) throw Object.assign(new Error('ENOSPC (injected)'), { code: 'ENOSPC' });
+        nodeCacheFs.writeFile(p, text, sync);
+      },
+    };
+    const me = s.mk({ incarnation: 'c5', cacheFs: flakyFs });
+    const l = await lease(s, me, { cachePath });
+    l.snowflake().next();
+    s.cluster.leader = undefined;
+    await s.time.advance(TTL - 3600);
+    failWrites = true; // the write that marks the record lost fails
+    await s.time.advance(4100);
+    failWrites = false;
+    expect(l.valid).toBe(false);
+    s.time.wall.offset -= 2 * TTL;
+    // Before the fix the record's old wall-clock deadline looked live again and the process resumed its lost lease.
+    const again = await lease(s, me, { cachePath, acquireTimeoutMs: 200 }).catch((e: unknown) => e);
+    expect(again).not.toHaveProperty('resumedFromCache', true);
+  });
+
+  it("release() after the loss leaves alone the cache another process's lease holds now", async () => {
+    const s = setup();
+    const cachePath = join(tmp(), 'lease.json');
+    const l1 = await lease(s, s.mk({ incarnation: 'proc-a' }), { cachePath });
+    l1.snowflake().next();
+    s.cluster.leader = undefined;
+    await s.time.advance(TTL);
+    expect(l1.valid).toBe(false);
+    s.cluster.leader = s.cluster.hosts[0];
+    s.cluster.expire('orders', l1.workerId);
+    const l2 = await lease(s, s.mk({ incarnation: 'proc-b' }), { cachePath });
+    l2.snowflake().next();
+    const before = readFileSync(cachePath, 'utf8');
+    await l1.release().catch(() => {});
+    // Before the fix l1 wrote its tombstone over l2's record and then removed the file l2's lock guards.
+    expect(existsSync(cachePath) ? readFileSync(cachePath, 'utf8') : 'NO FILE').toBe(before);
+    expect(l2.valid).toBe(true);
   });
 });

@@ -327,11 +327,14 @@ export class FloeClient {
     // A claim ends when the call fails without a lease, or when the cluster has confirmed the lease is gone
     // (released, stale token, not held, expired); a lease lost at its deadline keeps it for the life of the process.
     const claims: string[] = [];
-    const claim = (rid: string, resuming = false): void => {
+    /** Claims rid for this call; false (resuming only) when a lease of this process already holds the claim. */
+    const claim = (rid: string, resuming = false): boolean => {
       const key = JSON.stringify([this.incarnation, o.app, o.nodeId, rid]);
-      // Resuming from the cache asks nothing of the cluster, and the cache's lock (held) rules out a live lease of
-      // this process on it: an ended one's claim stays as it is.
-      if (resuming && this.ctx.cacheHost.requestIds.has(key)) return;
+      // The cache's lock (held) rules out a live lease of this process on it, so a claim held already is an ended
+      // lease's that the cluster never confirmed gone: one lost at its deadline, which may be granted to another
+      // holder now. Never resumed, whatever its record says (its past deadline may not have reached the disk, and
+      // a wall clock stepped back would make the old one look live: review of 47f2aac, hole A).
+      if (resuming && this.ctx.cacheHost.requestIds.has(key)) return false;
       if (this.ctx.cacheHost.requestIds.has(key)) {
         throw new ClientOptionError(
           'requestId',
@@ -342,6 +345,7 @@ export class FloeClient {
       }
       this.ctx.cacheHost.requestIds.add(key);
       claims.push(key);
+      return true;
     };
     const unclaim = (): void => {
       for (const k of claims.splice(0)) this.ctx.cacheHost.requestIds.delete(k);
@@ -421,8 +425,12 @@ export class FloeClient {
             await this.sleep(Math.min(250, left)); // a lease this process cannot end: it expires within one TTL
             continue;
           }
-          if (e instanceof FloeUnavailableError && cached !== undefined && !releasedCached) {
-            if (cached.requestId !== requestId) claim(cached.requestId, true);
+          if (
+            e instanceof FloeUnavailableError &&
+            cached !== undefined &&
+            !releasedCached &&
+            (cached.requestId === requestId || claim(cached.requestId, true))
+          ) {
             const resumed = this.resume(
               cached,
               { ...tuning, requestId: cached.requestId, lock },

@@ -328,7 +328,9 @@ export class WorkerLease extends EventEmitter {
         // a restarted process must not resume this lease from the cache (review finding F2).
         // Unless another process holds the cache's lock now: a lock file removed behind our back is no reason to skip
         // the tombstone (review round 3).
-        if (this.tuning.cachePath !== undefined && this.tuning.lock?.heldByOther !== true) {
+        // A lease lost at its deadline let its lock go (its record was marked then): the cache may be another
+        // lease's now, so it is left alone (review of 47f2aac, hole B).
+        if (this.tuning.cachePath !== undefined && this.tuning.lock?.mayWrite !== false) {
           this.writeCache(this.usedUpToMs, 0, 0, true); // deadlines in the past, and marked released
         }
         let r: { body: unknown };
@@ -564,7 +566,7 @@ export class WorkerLease extends EventEmitter {
   private dropCache(): void {
     const path = this.tuning.cachePath;
     if (path === undefined) return;
-    if (this.tuning.lock?.heldByOther === true) return;
+    if (this.tuning.lock?.mayWrite === false) return;
     try {
       removeLeaseCache(path, this.ctx.cacheFs);
     } catch {
@@ -600,7 +602,7 @@ export class WorkerLease extends EventEmitter {
     // the floor kept) before the lock goes, so no call of this or a later process resumes it, even after the wall
     // clock stepped back past the old deadline (full simulation, swarm seed 144777). Best effort: a record that
     // cannot be written still holds the old wall-clock deadline, which has passed.
-    if (reason === 'deadline' && first && this.tuning.cachePath !== undefined && !this.tuning.lock?.heldByOther) {
+    if (reason === 'deadline' && first && this.tuning.cachePath !== undefined && this.tuning.lock?.mayWrite !== false) {
       try {
         this.writeCache(this.usedUpToMs, 0, 0);
       } catch {
