@@ -602,7 +602,12 @@ export class WorkerLease extends EventEmitter {
     // the floor kept) before the lock goes, so no call of this or a later process resumes it, even after the wall
     // clock stepped back past the old deadline (full simulation, swarm seed 144777). Best effort: a record that
     // cannot be written still holds the old wall-clock deadline, which has passed.
-    if (reason === 'deadline' && first && this.tuning.cachePath !== undefined && this.tuning.lock?.mayWrite !== false) {
+    if (
+      reason === 'deadline' &&
+      first &&
+      this.tuning.cachePath !== undefined &&
+      this.tuning.lock?.mayWrite !== false
+    ) {
       try {
         this.writeCache(this.usedUpToMs, 0, 0);
       } catch {
