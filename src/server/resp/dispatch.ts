@@ -1,3 +1,4 @@
+import { respLineOf } from '../errors/table.js';
 import { BackendError } from './backend.js';
 import { type CommandContext, type CommandSpec, fullName, lower, type ServerState } from './command.js';
 import { keyHashSlot } from './crc16.js';
@@ -92,35 +93,36 @@ export function toRespError(server: ServerState, err: unknown, key: Buffer | und
     return new RespError(`${err.code} ${message}`);
   }
   const name = err instanceof Error ? err.name : '';
+  // Every reply line comes from the error table (src/server/errors/table.ts), as the HTTP server's statuses do.
   switch (name) {
     case 'NotLeaderError': {
       const hint = (err as { leader?: { respAddr?: string } }).leader?.respAddr;
       return key ? redirect(server, key, hint) : errors.clusterDown();
     }
     case 'OverloadedError':
+      return new RespError(respLineOf('overloaded', message));
     case 'ReadTimeoutError':
-      return new RespError(`TRYAGAIN ${message}`);
+      return new RespError(respLineOf('timeout', message));
     // A write the node cannot tell about (it may still be applied): the stable prefix is
     // `TRYAGAIN outcome unknown:`, then the reason. Retry only idempotently (same REQID / token).
     case 'ProposalOutcomeUnknownError':
     case 'ProposalTimeoutError': {
       const reason = (err as { reason?: unknown }).reason;
-      return new RespError(`TRYAGAIN outcome unknown: ${typeof reason === 'string' ? reason : 'timeout'}`);
+      return new RespError(respLineOf('outcome_unknown', typeof reason === 'string' ? reason : 'timeout'));
     }
     // Definitely not applied (another entry committed at its index): retrying is always safe.
     case 'ProposalNotCommittedError':
-      return new RespError('TRYAGAIN not committed, retry');
+      return new RespError(respLineOf('not_committed'));
     case 'NodeStoppedError':
-      return new RespError(`CLUSTERDOWN ${message}`);
+      return new RespError(respLineOf('stopped', message));
     // The core refused to append it: certainly not applied.
     case 'ProposalDroppedError': {
       const reason = (err as { reason?: unknown }).reason;
       if (reason === 'transferring')
-        return new RespError('TRYAGAIN not committed, retry (leadership transfer in progress)');
+        return new RespError(respLineOf('not_committed', '(leadership transfer in progress)'));
       if (reason === 'tooMuchUncommitted')
-        return new RespError('TRYAGAIN overloaded: too much uncommitted log');
-      if (reason === 'confChangePending')
-        return new RespError('ERR another membership change is in progress; retry when it ends');
+        return new RespError(respLineOf('overloaded', 'overloaded: too much uncommitted log'));
+      if (reason === 'confChangePending') return new RespError(respLineOf('conf_change_pending'));
       break;
     }
   }
