@@ -1,4 +1,5 @@
-// Moves worker-ID leases between the stores (docs/etcd-store.md, "Moving between stores").
+// Moves worker-ID leases and sequences (configuration and high-water mark of every live and deleted key) between
+// the stores (docs/etcd-store.md, "Moving between stores").
 // Built-in Raft -> etcd:
 //   npx tsx scripts/store-migrate.ts export <data-dir of each stopped member>... > leases.json
 //   npx tsx scripts/store-migrate.ts import --etcd-endpoints http://a:2379,... [--etcd-prefix /floe] leases.json
@@ -61,7 +62,8 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(`${encodeExport(e)}\n`);
     const n = e.pools.reduce((a, p) => a + p.records.length, 0);
     process.stderr.write(
-      `exported ${e.pools.length} app(s), ${n} worker record(s) from ${rest.length} data dir(s)\n`,
+      `exported ${e.pools.length} app(s), ${n} worker record(s), ${e.sequences.length} sequence(s), ` +
+        `${e.tombstones.length} deleted sequence mark(s) from ${rest.length} data dir(s)\n`,
     );
     return 0;
   }
@@ -73,7 +75,7 @@ async function main(argv: string[]): Promise<number> {
     const data = JSON.parse(readFileSync(file, 'utf8')) as LeaseExport;
     const r = await importIntoEtcd(data, endpoints, prefix, security);
     process.stderr.write(
-      `imported ${r.apps} app(s), ${r.records} worker record(s)` +
+      `imported ${r.apps} app(s), ${r.records} worker record(s), ${r.sequences} sequence(s)` +
         (r.refused.length > 0 ? `; refused (already in etcd): ${r.refused.join(', ')}` : '') +
         '\n',
     );
@@ -84,7 +86,10 @@ async function main(argv: string[]): Promise<number> {
     const e = await exportFromEtcd(endpoints, prefix, security);
     process.stdout.write(`${encodeExport(e)}\n`);
     const n = e.pools.reduce((a, p) => a + p.records.length, 0);
-    process.stderr.write(`exported ${e.pools.length} app(s), ${n} worker record(s) from etcd ${prefix}\n`);
+    process.stderr.write(
+      `exported ${e.pools.length} app(s), ${n} worker record(s), ${e.sequences.length} sequence(s), ` +
+        `${e.tombstones.length} deleted sequence mark(s) from etcd ${prefix}\n`,
+    );
     return 0;
   }
   if (cmd === 'import-api') {
@@ -95,8 +100,8 @@ async function main(argv: string[]): Promise<number> {
     const data = JSON.parse(readFileSync(file, 'utf8')) as LeaseExport;
     const r = await importThroughApi(data, httpJsonCall(opts.target), (l) => process.stderr.write(`${l}\n`));
     process.stderr.write(
-      `imported ${r.apps} app(s), ${r.records} worker mark(s)` +
-        (r.refused.length > 0 ? `; refused (pool already there): ${r.refused.join(', ')}` : '') +
+      `imported ${r.apps} app(s), ${r.records} worker mark(s), ${r.sequences} sequence(s)` +
+        (r.refused.length > 0 ? `; refused (already on the target): ${r.refused.join(', ')}` : '') +
         '\n',
     );
     return r.refused.length > 0 ? 1 : 0;

@@ -1,7 +1,8 @@
 import { Etcd3 } from 'etcd3';
-import { decodeEnvelope, unpack } from '../node/envelope.js';
+import { decodeEnvelope, pack, unpack } from '../node/envelope.js';
 import { FloeStateMachine } from '../state/floe-state-machine.js';
 import type { LeaseStateMachine } from '../state/leases/lease-state-machine.js';
+import { SequenceStateMachine } from '../state/sequences/index.js';
 import { DurableStorage } from '../storage/durable-storage.js';
 import { type EtcdSecurity, etcd3SecurityOptions } from './etcd/etcd-security.js';
 import {
@@ -15,19 +16,92 @@ import {
 } from './etcd/records.js';
 
 /**
- * Moving worker-ID leases from the built-in store to etcd (docs/etcd-store.md, "Moving between stores").
+ * Moving worker-ID leases and sequences between the built-in store and etcd (docs/etcd-store.md, "Moving
+ * between stores").
  *
  * What must survive a move is every worker ID's **high-water mark** (the next holder's floor) and a token
  * above every token granted before; live leases need not: the export is taken from stopped members, so
- * their holders stop at their own deadlines, and the import writes every record free.
+ * their holders stop at their own deadlines, and the import writes every record free. For sequences it is
+ * every key's **high-water mark** (`highWater`: the end of the last segment allocated, i.e. the first value
+ * never handed to any segment), of live keys and of deleted ones (tombstones): the new store must never
+ * allocate a value below it for that key.
  */
 export interface LeaseExport {
   format: 'floe-leases';
-  version: 1;
+  /** 2 added sequences and tombstones; a version-1 file (no sequences) is refused by the imports. */
+  version: 2;
   /** Where it came from (data directories), for people. */
   source: string[];
   pools: { app: string; bits: number; datacenterBits: number; layout: string; records: StoredRecord[] }[];
+  /** Live sequences: configuration and high-water mark (64-bit values as decimal strings). */
+  sequences: SequenceExport[];
+  /** Deleted sequences: a re-created key must start at or above this mark. */
+  tombstones: { key: string; highWater: string }[];
 }
+
+export interface SequenceExport {
+  key: string;
+  start: string;
+  max: string;
+  step: number;
+  minStep: number;
+  maxStep: number;
+  mode: 'strict' | 'node';
+  /** The first value no segment was allocated from (every value ever issued is below it). */
+  highWater: string;
+  allocations: number;
+}
+
+/** The sequence state machine's snapshot layout (version 1, src/state/sequences/sequence-state-machine.ts). */
+type SnapshotSeq = [string, string, string, number, number, number, 'strict' | 'node', string, number];
+interface SeqSnapshot {
+  v: number;
+  seqs: SnapshotSeq[];
+  tombs: [string, string][];
+}
+
+function checkVersion(data: LeaseExport): void {
+  const v = (data as { version?: unknown } | undefined)?.version;
+  if (data?.format === 'floe-leases' && v === 1)
+    throw new Error(
+      'this is a version-1 export, which carries no sequences: export again with this version of store-migrate.ts',
+    );
+  if (
+    data?.format !== 'floe-leases' ||
+    v !== 2 ||
+    !Array.isArray(data.sequences) ||
+    !Array.isArray(data.tombstones)
+  )
+    throw new Error('not a Floe export (format floe-leases, version 2)');
+}
+
+/** Live sequences and tombstones of a sequence state machine (restored through it, so its version is checked). */
+function sequencesOf(sm: SequenceStateMachine): Pick<LeaseExport, 'sequences' | 'tombstones'> {
+  const s = unpack<SeqSnapshot>(sm.snapshot());
+  const sequences = s.seqs.map(([key, start, max, step, minStep, maxStep, mode, next, allocations]) => ({
+    key,
+    start,
+    max,
+    step,
+    minStep,
+    maxStep,
+    mode,
+    highWater: next,
+    allocations,
+  }));
+  const tombstones = s.tombs.map(([key, next]) => ({ key, highWater: next }));
+  return { sequences: sequences.sort(byKey), tombstones: tombstones.sort(byKey) };
+}
+
+function byKey(a: { key: string }, b: { key: string }): number {
+  return a.key < b.key ? -1 : a.key > b.key ? 1 : 0;
+}
+
+const big = (v: string, what: string): bigint => {
+  if (typeof v !== 'string' || !/^-?\d{1,20}$/.test(v))
+    throw new Error(`${what} is not a decimal integer string`);
+  return BigInt(v);
+};
 
 type SnapshotPool = [string, number, number, number, (number | string)[], number[], string];
 
@@ -49,7 +123,11 @@ function poolsOf(sm: LeaseStateMachine): LeaseExport['pools'] {
 export async function exportFromDataDirs(dirs: string[]): Promise<LeaseExport> {
   if (dirs.length === 0) throw new Error('give at least one data directory of a stopped member');
   // Each member's pools, the most advanced member first: its pool settings are the latest.
-  const members: { applied: number; pools: LeaseExport['pools'] }[] = [];
+  const members: {
+    applied: number;
+    pools: LeaseExport['pools'];
+    seqs: Pick<LeaseExport, 'sequences' | 'tombstones'>;
+  }[] = [];
   for (const dir of dirs) {
     const ds = await DurableStorage.open(dir);
     try {
@@ -68,7 +146,7 @@ export async function exportFromDataDirs(dirs: string[]): Promise<LeaseExport> {
             sm.apply(env.payload, { index: e.index, term: e.term, leaderTimeMs: env.leaderTimeMs });
         }
       }
-      members.push({ applied, pools: poolsOf(sm.leases) });
+      members.push({ applied, pools: poolsOf(sm.leases), seqs: sequencesOf(sm.sequences) });
     } finally {
       await ds.close();
     }
@@ -97,11 +175,33 @@ export async function exportFromDataDirs(dirs: string[]): Promise<LeaseExport> {
       m.records = [...byId.values()].sort((a, b) => a.workerId - b.workerId);
     }
   }
+  // Sequences: per key the most advanced member's state (live with its configuration, or deleted), and the
+  // highest mark any member has (a lagging member only lacks later allocations).
+  const seqs = new Map<string, SequenceExport>();
+  const tombs = new Map<string, bigint>();
+  const marks = new Map<string, bigint>();
+  const raise = (key: string, v: string) => {
+    const m = big(v, `high-water mark of sequence ${key}`);
+    if (m > (marks.get(key) ?? -(1n << 64n))) marks.set(key, m);
+  };
+  for (const { seqs: m } of members) {
+    for (const q of m.sequences) {
+      raise(q.key, q.highWater);
+      if (!seqs.has(q.key) && !tombs.has(q.key)) seqs.set(q.key, { ...q });
+    }
+    for (const t of m.tombstones) {
+      raise(t.key, t.highWater);
+      if (!seqs.has(t.key) && !tombs.has(t.key)) tombs.set(t.key, 0n);
+    }
+  }
+  for (const q of seqs.values()) q.highWater = String(marks.get(q.key));
   return {
     format: 'floe-leases',
-    version: 1,
+    version: 2,
     source: dirs,
     pools: [...merged.values()].sort((a, b) => (a.app < b.app ? -1 : a.app > b.app ? 1 : 0)),
+    sequences: [...seqs.values()].sort(byKey),
+    tombstones: [...tombs.keys()].map((key) => ({ key, highWater: String(marks.get(key)) })).sort(byKey),
   };
 }
 
@@ -117,9 +217,8 @@ export async function importIntoEtcd(
   endpoints: string[],
   prefix = '/floe',
   security?: EtcdSecurity,
-): Promise<{ apps: number; records: number; refused: string[] }> {
-  if (data?.format !== 'floe-leases' || data.version !== 1)
-    throw new Error('not a Floe lease export (format floe-leases, version 1)');
+): Promise<{ apps: number; records: number; sequences: number; refused: string[] }> {
+  checkVersion(data);
   const keys = new EtcdKeys(prefix);
   const client = new Etcd3({
     hosts: endpoints,
@@ -175,10 +274,90 @@ export async function importIntoEtcd(
       apps++;
       records += p.records.length;
     }
+    const seq = await importSequencesIntoEtcd(client, keys, data);
+    refused.push(...seq.refused);
+    return { apps, records, sequences: seq.sequences, refused };
   } finally {
     client.close();
   }
-  return { apps, records, refused };
+}
+
+/**
+ * Writes the export's sequences into the sequence state's key (`<prefix>/sequences`, one snapshot of the sequence
+ * state machine, as the etcd store keeps it): every live sequence with its configuration and `next` = its old
+ * high-water mark, every tombstone with its mark. A key the target already has live is refused (named in
+ * `refused`); a target tombstone is kept at the higher of the two marks. One transaction, only if the key did not
+ * change since it was read and no Floe node is active on the prefix. The written state is restored and checked:
+ * every carried key's next value is at or above its old mark.
+ */
+async function importSequencesIntoEtcd(
+  client: Etcd3,
+  keys: EtcdKeys,
+  data: LeaseExport,
+): Promise<{ sequences: number; refused: string[] }> {
+  if (data.sequences.length === 0 && data.tombstones.length === 0) return { sequences: 0, refused: [] };
+  const seqKey = `${keys.prefix}/sequences`;
+  const kv = (await client.get(seqKey).exec()).kvs[0];
+  const current = new SequenceStateMachine();
+  if (kv) current.restore(new Uint8Array(kv.value)); // checks the format version
+  const snap = unpack<SeqSnapshot>(current.snapshot());
+  const live = new Set(snap.seqs.map((q) => q[0]));
+  const tombs = new Map(snap.tombs.map(([k, n]) => [k, BigInt(n)]));
+  const refused: string[] = [];
+  const want = new Map<string, bigint>();
+  for (const q of data.sequences) {
+    const mark = big(q.highWater, `high-water mark of sequence ${q.key}`);
+    if (live.has(q.key)) {
+      refused.push(`sequence ${JSON.stringify(q.key)} (already in etcd; old high-water ${mark})`);
+      continue;
+    }
+    const t = tombs.get(q.key);
+    tombs.delete(q.key);
+    const next = t !== undefined && t > mark ? t : mark;
+    snap.seqs.push([
+      q.key,
+      String(big(q.start, `start of sequence ${q.key}`)),
+      String(big(q.max, `max of sequence ${q.key}`)),
+      q.step,
+      q.minStep,
+      q.maxStep,
+      q.mode,
+      String(next),
+      q.allocations,
+    ]);
+    live.add(q.key);
+    want.set(q.key, mark);
+  }
+  for (const t of data.tombstones) {
+    const mark = big(t.highWater, `high-water mark of deleted sequence ${t.key}`);
+    if (live.has(t.key)) {
+      if (!want.has(t.key))
+        refused.push(`deleted sequence ${JSON.stringify(t.key)} (live in etcd; old high-water ${mark})`);
+      continue;
+    }
+    const have = tombs.get(t.key);
+    tombs.set(t.key, have !== undefined && have > mark ? have : mark);
+  }
+  snap.tombs = [...tombs].map(([k, n]) => [k, String(n)]);
+  const written = new SequenceStateMachine();
+  written.restore(pack(snap));
+  for (const [key, mark] of want) {
+    const got = written.get(key);
+    if (!got || BigInt(got.next) < mark)
+      throw new Error(
+        `sequence ${JSON.stringify(key)}: the state to write would continue below its mark ${mark}`,
+      );
+  }
+  const res = await client
+    .if(keys.active, 'Create', '==', 0)
+    .and(seqKey, 'Mod', '==', kv ? kv.mod_revision : '0')
+    .then(client.put(seqKey).value(Buffer.from(written.snapshot())))
+    .commit();
+  if (!res.succeeded)
+    throw new Error(
+      `${seqKey} changed during the import, or a Floe node is active on ${keys.prefix}: stop every --store etcd node and import again`,
+    );
+  return { sequences: want.size, refused };
 }
 
 export function encodeExport(e: LeaseExport): string {
@@ -237,7 +416,18 @@ export async function exportFromEtcd(
       out.push(e);
     }
     out.sort((a, b) => (a.app < b.app ? -1 : a.app > b.app ? 1 : 0));
-    return { format: 'floe-leases', version: 1, source: endpoints.map((u) => `${u}${prefix}`), pools: out };
+    // The sequence state: one snapshot in `<prefix>/sequences`, read at the same revision as the pools.
+    const seqKey = `${prefix}/sequences`;
+    const seqKv = (await client.get(seqKey).revision(res.header.revision).exec()).kvs[0];
+    const sm = new SequenceStateMachine();
+    if (seqKv) sm.restore(new Uint8Array(seqKv.value));
+    return {
+      format: 'floe-leases',
+      version: 2,
+      source: endpoints.map((u) => `${u}${prefix}`),
+      pools: out,
+      ...sequencesOf(sm),
+    };
   } finally {
     client.close();
   }
@@ -287,9 +477,8 @@ export async function importThroughApi(
   data: LeaseExport,
   call: JsonCall,
   log: (line: string) => void = () => {},
-): Promise<{ apps: number; records: number; refused: string[] }> {
-  if (data?.format !== 'floe-leases' || data.version !== 1)
-    throw new Error('not a Floe lease export (format floe-leases, version 1)');
+): Promise<{ apps: number; records: number; sequences: number; refused: string[] }> {
+  checkVersion(data);
   const enc = encodeURIComponent;
   const fail = (app: string, what: string, r: { status: number; body: unknown }): never => {
     throw new Error(
@@ -375,5 +564,94 @@ export async function importThroughApi(
     apps++;
     records += marks.size;
   }
-  return { apps, records, refused };
+  let sequences = 0;
+  for (const q of data.sequences) {
+    if (await carrySequence(call, q, big(q.highWater, `high-water mark of sequence ${q.key}`), false, log))
+      sequences++;
+    else
+      refused.push(
+        `sequence ${JSON.stringify(q.key)} (already on the target; old high-water ${q.highWater})`,
+      );
+  }
+  for (const t of data.tombstones) {
+    const q = { key: t.key, highWater: t.highWater };
+    if (
+      !(await carrySequence(
+        call,
+        q,
+        big(t.highWater, `high-water mark of deleted sequence ${t.key}`),
+        true,
+        log,
+      ))
+    )
+      refused.push(
+        `deleted sequence ${JSON.stringify(t.key)} (live on the target; old high-water ${t.highWater})`,
+      );
+  }
+  return { apps, records, sequences, refused };
+}
+
+/**
+ * Recreates one sequence through `POST /v1/sequences` with START = its old high-water mark (its configuration
+ * otherwise as exported; a tombstone with the defaults), so the first value the target allocates is the mark, above
+ * every value issued before. A mark above MAX (an exhausted sequence) cannot be a START: the sequence is created at
+ * MAX and that last value allocated (`/alloc`, held by the import, never issued). A tombstone is then deleted again
+ * (the target keeps its mark). Then `GET /v1/sequences/:key` checks that the next value is at or above the mark.
+ * Every reply is checked against its request. Returns false when the key already exists on the target (left alone).
+ */
+async function carrySequence(
+  call: JsonCall,
+  q: Partial<SequenceExport> & { key: string; highWater: string },
+  mark: bigint,
+  deleted: boolean,
+  log: (line: string) => void,
+): Promise<boolean> {
+  const path = `/v1/sequences/${encodeURIComponent(q.key)}`;
+  const what = `${deleted ? 'deleted sequence' : 'sequence'} ${JSON.stringify(q.key)} (old high-water ${mark})`;
+  const fail = (step: string, r: { status: number; body: unknown }): never => {
+    throw new Error(
+      `import of ${what}: ${step} answered ${r.status} ${JSON.stringify(r.body).slice(0, 300)}`,
+    );
+  };
+  const max = q.max === undefined ? (1n << 63n) - 1n : big(q.max, `max of sequence ${q.key}`);
+  const start = mark > max ? max : mark;
+  const body = {
+    key: q.key,
+    start: String(start),
+    ...(q.max === undefined ? {} : { max: q.max }),
+    ...(q.step === undefined ? {} : { step: q.step, minStep: q.minStep, maxStep: q.maxStep }),
+    ...(q.mode === undefined ? {} : { mode: q.mode }),
+  };
+  const c = await call('POST', '/v1/sequences', body);
+  if (c.status === 409 || (c.status === 200 && c.body.created === false)) return false;
+  if (
+    c.status !== 201 ||
+    c.body.created !== true ||
+    c.body.key !== q.key ||
+    (q.mode !== undefined && c.body.mode !== q.mode) ||
+    typeof c.body.next !== 'string' ||
+    BigInt(c.body.next) < start
+  )
+    fail(`create with start ${start}`, c);
+  if (mark > max) {
+    const a = await call('POST', `${path}/alloc`, { count: 1 });
+    if (a.status !== 200 || a.body.key !== q.key || a.body.end !== String(max + 1n))
+      fail(`allocation of its last value ${max}`, a);
+  }
+  if (deleted) {
+    const d = await call('DELETE', path);
+    if (d.status !== 200 || d.body.deleted !== true || d.body.key !== q.key) fail('delete', d);
+    log(`${what}: tombstone carried`);
+    return true;
+  }
+  const r = await call('GET', path);
+  if (
+    r.status !== 200 ||
+    r.body.key !== q.key ||
+    typeof r.body.next !== 'string' ||
+    BigInt(r.body.next) < mark
+  )
+    fail('read-back', r);
+  log(`${what}: recreated, next value ${r.body.next}`);
+  return true;
 }

@@ -59,9 +59,15 @@ it('export from stopped members, import into etcd: floors and tokens continue, a
       token: g.token,
       lastTimestampMs: bound,
     });
+  // Sequences: a strict one with values issued, and a deleted one (its tombstone keeps its mark).
+  const oldIssued = await issueOld(leader);
   for (const n of raft.nodes) await n.stopGracefully();
 
   const exp = await exportFromDataDirs(raft.nodes.map((n) => n.dataDir));
+  expectSequenceMarks(exp, oldIssued);
+  await expect(
+    importIntoEtcd({ ...exp, version: 1 } as unknown as LeaseExport, ['http://127.0.0.1:1']),
+  ).rejects.toThrow(/version-1 export, which carries no sequences/);
   const pool = exp.pools.find((p) => p.app === 'mig')!;
   expect(pool).toMatchObject({ bits: 2, layout: 'L' });
   expect(pool.records).toHaveLength(4);
@@ -84,7 +90,10 @@ it('export from stopped members, import into etcd: floors and tokens continue, a
     { cwd: repoRoot, stdio: 'pipe' },
   );
   const again = await importIntoEtcd(exp, etcd.endpoints);
-  expect(again.refused).toEqual(['mig']);
+  expect(again.refused).toEqual([
+    'mig',
+    expect.stringMatching(/^sequence "orders" \(already in etcd; old high-water \d+\)$/),
+  ]);
 
   floe = await FloeNodes.create(1, ['--store', 'etcd', '--etcd-endpoints', etcd.endpoints.join(',')]);
   floe.nodes[0]!.start();
@@ -103,7 +112,8 @@ it('export from stopped members, import into etcd: floors and tokens continue, a
   }
   const other = await http(active, 'POST', '/v1/apps/mig/workers/acquire', { nodeId: 'x', layout: 'other' });
   expect(other.status).toBe(409);
-});
+  await expectAboveOld(active, oldIssued);
+}, 120_000);
 
 it('etcd back to the built-in store: export-etcd from a stopped installation, import-api into a Raft node; floors continue', async () => {
   const e = await EtcdCluster.start(1);
@@ -134,6 +144,7 @@ it('etcd back to the built-in store: export-etcd from a stopped installation, im
         token: g.token,
         lastTimestampMs: bound,
       });
+    const oldIssued = await issueOld(active);
     // Refused while a node is active: a mark could still rise after the read.
     await expect(exportFromEtcd(e.endpoints)).rejects.toThrow(/still active/);
     await src.nodes[0]!.stopGracefully(); // revokes its session: the active key goes
@@ -153,12 +164,17 @@ it('etcd back to the built-in store: export-etcd from a stopped installation, im
     const pool = exp.pools.find((p) => p.app === 'back')!;
     expect(pool).toMatchObject({ bits: 3, datacenterBits: 0, layout: 'L' });
     expect(pool.records).toHaveLength(4);
+    expectSequenceMarks(exp, oldIssued);
 
     dst.nodes[0]!.start();
     const target = (await dst.waitActive()).http;
     script('import-api', '--target', `http://${target}`, file);
     // A second import leaves the app alone.
-    expect((await importThroughApi(exp, httpJsonCall(`http://${target}`))).refused).toEqual(['back']);
+    expect((await importThroughApi(exp, httpJsonCall(`http://${target}`))).refused).toEqual([
+      'back',
+      expect.stringMatching(/^sequence "orders" \(already on the target; old high-water \d+\)$/),
+    ]);
+    await expectAboveOld(target, oldIssued);
     // Every new holder of an old worker ID starts at or above its old mark; the layout pin came along.
     const marks = new Map(pool.records.map((r) => [r.workerId, r.highWaterMs]));
     for (let i = 0; i < 8; i++) {
@@ -185,3 +201,46 @@ it('etcd back to the built-in store: export-etcd from a stopped installation, im
     e.stop();
   }
 }, 120_000);
+
+/** Values issued on the old store: INCRs of a strict sequence, and of one deleted afterwards. */
+async function issueOld(node: string): Promise<{ orders: bigint; gone: bigint }> {
+  const top = { orders: 0n, gone: 0n };
+  for (const key of ['orders', 'gone'] as const) {
+    const c = await http(node, 'POST', '/v1/sequences', { key, mode: 'strict', step: 10 });
+    expect(c.status).toBe(201);
+    for (let i = 0; i < 25; i++) {
+      const r = await http<{ key: string; last: string }>(node, 'POST', `/v1/sequences/${key}/incr`, {});
+      expect(r.status).toBe(200);
+      expect(r.body.key).toBe(key);
+      const v = BigInt(r.body.last);
+      expect(v).toBeGreaterThan(top[key]);
+      top[key] = v;
+    }
+  }
+  expect((await http(node, 'DELETE', '/v1/sequences/gone')).status).toBe(200);
+  return top;
+}
+
+function expectSequenceMarks(exp: LeaseExport, issued: { orders: bigint; gone: bigint }): void {
+  const orders = exp.sequences.find((q) => q.key === 'orders')!;
+  expect(orders).toMatchObject({ mode: 'strict', step: 10, start: '1' });
+  expect(BigInt(orders.highWater)).toBeGreaterThan(issued.orders);
+  expect(exp.sequences.find((q) => q.key === 'gone')).toBeUndefined();
+  const gone = exp.tombstones.find((t) => t.key === 'gone')!;
+  expect(BigInt(gone.highWater)).toBeGreaterThan(issued.gone);
+}
+
+/** On the new store: INCR of the carried sequence, and of the deleted one re-created from 1, are above the old. */
+async function expectAboveOld(node: string, issued: { orders: bigint; gone: bigint }): Promise<void> {
+  const info = await http<{ mode: string }>(node, 'GET', '/v1/sequences/orders');
+  expect(info.status).toBe(200);
+  expect(info.body.mode).toBe('strict');
+  const again = await http(node, 'POST', '/v1/sequences', { key: 'gone', mode: 'strict', start: 1 });
+  expect(again.status).toBe(201);
+  for (const key of ['orders', 'gone'] as const) {
+    const r = await http<{ key: string; first: string }>(node, 'POST', `/v1/sequences/${key}/incr`, {});
+    expect(r.status).toBe(200);
+    expect(r.body.key).toBe(key);
+    expect(BigInt(r.body.first)).toBeGreaterThan(issued[key]);
+  }
+}
