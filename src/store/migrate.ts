@@ -623,7 +623,8 @@ async function carrySequence(
     ...(q.mode === undefined ? {} : { mode: q.mode }),
   };
   const c = await call('POST', '/v1/sequences', body);
-  if (c.status === 409 || (c.status === 200 && c.body.created === false)) return false;
+  if ((c.status === 409 && c.body.error === 'exists') || (c.status === 200 && c.body.created === false))
+    return false;
   if (
     c.status !== 201 ||
     c.body.created !== true ||

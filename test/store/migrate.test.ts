@@ -93,6 +93,7 @@ it('export from stopped members, import into etcd: floors and tokens continue, a
   expect(again.refused).toEqual([
     'mig',
     expect.stringMatching(/^sequence "orders" \(already in etcd; old high-water \d+\)$/),
+    'sequence "tiny" (already in etcd; old high-water 6)',
   ]);
 
   floe = await FloeNodes.create(1, ['--store', 'etcd', '--etcd-endpoints', etcd.endpoints.join(',')]);
@@ -173,6 +174,7 @@ it('etcd back to the built-in store: export-etcd from a stopped installation, im
     expect((await importThroughApi(exp, httpJsonCall(`http://${target}`))).refused).toEqual([
       'back',
       expect.stringMatching(/^sequence "orders" \(already on the target; old high-water \d+\)$/),
+      'sequence "tiny" (already on the target; old high-water 6)',
     ]);
     await expectAboveOld(target, oldIssued);
     // Every new holder of an old worker ID starts at or above its old mark; the layout pin came along.
@@ -218,6 +220,12 @@ async function issueOld(node: string): Promise<{ orders: bigint; gone: bigint }>
     }
   }
   expect((await http(node, 'DELETE', '/v1/sequences/gone')).status).toBe(200);
+  // An exhausted one: its mark (6) is above its max (5), which START cannot express.
+  expect((await http(node, 'POST', '/v1/sequences', { key: 'tiny', max: 5, step: 10 })).status).toBe(201);
+  for (let i = 1; i <= 5; i++)
+    expect((await http<{ last: string }>(node, 'POST', '/v1/sequences/tiny/incr', {})).body.last).toBe(
+      String(i),
+    );
   return top;
 }
 
@@ -228,6 +236,7 @@ function expectSequenceMarks(exp: LeaseExport, issued: { orders: bigint; gone: b
   expect(exp.sequences.find((q) => q.key === 'gone')).toBeUndefined();
   const gone = exp.tombstones.find((t) => t.key === 'gone')!;
   expect(BigInt(gone.highWater)).toBeGreaterThan(issued.gone);
+  expect(exp.sequences.find((q) => q.key === 'tiny')).toMatchObject({ max: '5', highWater: '6' });
 }
 
 /** On the new store: INCR of the carried sequence, and of the deleted one re-created from 1, are above the old. */
@@ -243,4 +252,6 @@ async function expectAboveOld(node: string, issued: { orders: bigint; gone: bigi
     expect(r.body.key).toBe(key);
     expect(BigInt(r.body.first)).toBeGreaterThan(issued[key]);
   }
+  const tiny = await http<{ error: string }>(node, 'POST', '/v1/sequences/tiny/incr', {});
+  expect(tiny.body.error).toBe('exhausted');
 }
