@@ -1,4 +1,5 @@
 import type { TlsOptions } from 'node:tls';
+import AjvCompiler from '@fastify/ajv-compiler';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { FloeNode } from '../node/node.js';
 import type { KvStateMachine } from '../state/kv-state-machine.js';
@@ -16,6 +17,30 @@ import {
 } from './http-limits.js';
 import { NodeMetrics } from './metrics.js';
 import { mergeDefined, serveLimits } from './serve-limits.js';
+
+/**
+ * Route validators shared by every app this process builds: fastify's own Ajv compiler (same options, so the same
+ * validation), with each compiled schema kept by its content. A process that builds many apps (the full-stack
+ * simulator builds one per node process) compiles each route's schema once, not once per app (finding FS-9).
+ */
+const ajvCompilerPool = AjvCompiler() as unknown as (
+  externalSchemas: unknown,
+  options: unknown,
+) => (route: { schema: unknown }) => unknown;
+const compiledByContent = new Map<string, unknown>();
+function sharedValidators(
+  externalSchemas: unknown,
+  options: unknown,
+): (route: { schema: unknown }) => unknown {
+  const compile = ajvCompilerPool(externalSchemas, options);
+  const prefix = `${JSON.stringify(externalSchemas)}${JSON.stringify(options)}`;
+  return (route) => {
+    const key = `${prefix}${JSON.stringify(route.schema)}`;
+    let v = compiledByContent.get(key);
+    if (v === undefined) compiledByContent.set(key, (v = compile(route)));
+    return v;
+  };
+}
 
 /** Refused connections are worth a warning on stderr even when the request logger is off. */
 const limitLogger = {
@@ -112,6 +137,7 @@ export async function buildHttpAdmin(opts: HttpAdminBuildOptions): Promise<Fasti
     // The schemas check what clients send as they send it: `"5"` is not the number 5, and nothing
     // is filled in or removed (the handlers' own checks and messages stay as documented).
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: false } },
+    schemaController: { compilersFactory: { buildValidator: sharedValidators as never } },
   });
   // Reply schemas document the replies (docs/openapi.yaml); replies are written as JSON.stringify
   // writes them, byte for byte what they were before the schemas.
