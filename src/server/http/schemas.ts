@@ -98,3 +98,19 @@ export function obj(properties: Record<string, unknown>, required: string[] = []
 export const str = { type: 'string' } as const;
 export const int = { type: 'integer' } as const;
 export const bool = { type: 'boolean' } as const;
+
+/** The schema of a Leaf-compatible plain-text path (`/api/segment/get/:key`, `/api/snowflake/get/:key`). */
+export function leafTextSchema(tag: string, summary: string, params: object, maxCount: number, what: string) {
+  const text = (description: string) => ({ description, content: { 'text/plain': { schema: str } } });
+  return {
+    tags: [tag],
+    summary,
+    params,
+    querystring: obj({ count: { description: `1..${maxCount} (default 1)` } }),
+    response: {
+      200: text(`the ${what}, one per line`),
+      400: text('the count is not in range'),
+      500: text('Result{id=-2, status=EXCEPTION} for an unknown key (as Leaf)'),
+    },
+  };
+}

@@ -11,7 +11,7 @@ import {
 import { MAX_ALLOC, type SequenceErrorCode } from '../../state/sequences/index.js';
 import { httpStatusOf } from '../errors/table.js';
 import type { RouteHelpers } from './auth.js';
-import { bool, errors, int, nameParam, obj, str, WRITE_ERRORS } from './schemas.js';
+import { bool, errors, int, leafTextSchema, nameParam, obj, str, WRITE_ERRORS } from './schemas.js';
 
 /** HTTP status of each sequence refusal (from the error table). */
 export const SEQUENCE_ERROR_STATUS: Record<SequenceErrorCode, number> = {
@@ -289,20 +289,13 @@ export const sequencesPlugin: FastifyPluginAsync<SequencesPluginOptions> = async
     '/api/segment/get/:key',
     {
       preValidation: requires('issue', keyOf),
-      schema: {
-        tags: ['sequences'],
-        summary: "Leaf's segment path: the next value as plain text, `?count=n` n values one per line",
-        params: keyParams,
-        querystring: obj({ count: { description: `1..${MAX_HTTP_BATCH} (default 1)` } }),
-        response: {
-          200: { description: 'the values, one per line', content: { 'text/plain': { schema: str } } },
-          400: { description: 'the count is not in range', content: { 'text/plain': { schema: str } } },
-          500: {
-            description: 'Result{id=-2, status=EXCEPTION} for an unknown key (as Leaf)',
-            content: { 'text/plain': { schema: str } },
-          },
-        },
-      },
+      schema: leafTextSchema(
+        'sequences',
+        "Leaf's segment path: the next value as plain text, `?count=n` n values one per line",
+        keyParams,
+        MAX_HTTP_BATCH,
+        'values',
+      ),
       config: { badInput: { text: true } },
     },
     async (req, reply) => {

@@ -8,7 +8,7 @@ import { FloeIdError } from '../../id/errors.js';
 import { SnowflakeRefusedError, type SnowflakeService } from '../../snowflakes/index.js';
 import { httpStatusOf, isFloeErrorCode } from '../errors/table.js';
 import type { RouteHelpers } from './auth.js';
-import { bool, errors, int, nameParam, obj, str, WRITE_ERRORS } from './schemas.js';
+import { bool, errors, int, leafTextSchema, nameParam, obj, str, WRITE_ERRORS } from './schemas.js';
 
 /** The most IDs one HTTP request may take. */
 export const MAX_SNOWFLAKE_BATCH = 100_000;
@@ -160,20 +160,13 @@ export const snowflakesPlugin: FastifyPluginAsync<SnowflakesPluginOptions> = asy
     '/api/snowflake/get/:key',
     {
       preValidation: requires('issue', keyOf),
-      schema: {
-        tags: ['snowflakes'],
-        summary: "Leaf's snowflake path: the ID as plain text, `?count=n` n IDs one per line",
-        params: keyParams,
-        querystring: obj({ count: { description: `1..${MAX_SNOWFLAKE_BATCH} (default 1)` } }),
-        response: {
-          200: { description: 'the IDs, one per line', content: { 'text/plain': { schema: str } } },
-          400: { description: 'the count is not in range', content: { 'text/plain': { schema: str } } },
-          500: {
-            description: 'Result{id=-2, status=EXCEPTION} for an unknown key (as Leaf)',
-            content: { 'text/plain': { schema: str } },
-          },
-        },
-      },
+      schema: leafTextSchema(
+        'snowflakes',
+        "Leaf's snowflake path: the ID as plain text, `?count=n` n IDs one per line",
+        keyParams,
+        MAX_SNOWFLAKE_BATCH,
+        'IDs',
+      ),
       config: { badInput: { text: true } },
     },
     async (req, reply) => {
