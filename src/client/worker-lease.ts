@@ -600,8 +600,9 @@ export class WorkerLease extends EventEmitter {
     this.deadlineTimer?.cancel();
     // A lease lost at its deadline may be granted to another holder now: its record says so (deadlines in the past,
     // the floor kept) before the lock goes, so no call of this or a later process resumes it, even after the wall
-    // clock stepped back past the old deadline (full simulation, swarm seed 144777). Best effort: a record that
-    // cannot be written still holds the old wall-clock deadline, which has passed.
+    // clock stepped back past the old deadline (full simulation, swarm seed 144777). Best effort: if it cannot be
+    // written, this process still never resumes it (its requestId stays claimed, FloeClient.leaseWorker), and a
+    // later process finds the old wall-clock deadline, which has passed (docs/client.md, "Clocks").
     if (
       reason === 'deadline' &&
       first &&
