@@ -1,9 +1,47 @@
-import type { Socket } from 'node:net';
 import type { CommandContext, ServerState, Session } from './command.js';
 import { dispatch } from './dispatch.js';
 import { OutWriter, type ProtocolVersion } from './encode.js';
 import { ProtocolError, RequestParser } from './parser.js';
 import { R, type Reply } from './reply.js';
+
+/**
+ * The part of `net.Socket` a connection uses (a `net.Socket` or `tls.TLSSocket` is one). The full simulator drives
+ * connections over its virtual network with an implementation of its own (src/sim/full/resp-link.ts).
+ */
+export interface RespSocket {
+  readonly remoteAddress?: string | undefined;
+  readonly remotePort?: number | undefined;
+  readonly localAddress?: string | undefined;
+  readonly localPort?: number | undefined;
+  readonly writableLength: number;
+  readonly writable: boolean;
+  readonly destroyed: boolean;
+  setNoDelay(noDelay?: boolean): unknown;
+  /** Idle timeout: emit 'timeout' after `ms` without activity (0: off). */
+  setTimeout(ms: number): unknown;
+  write(data: Uint8Array): unknown;
+  end(): unknown;
+  destroy(): unknown;
+  pause(): unknown;
+  resume(): unknown;
+  on(event: 'data', listener: (chunk: Buffer) => void): unknown;
+  on(event: 'error', listener: (err: Error) => void): unknown;
+  on(event: 'drain' | 'timeout' | 'end' | 'close', listener: () => void): unknown;
+}
+
+/**
+ * The clocks a connection reads: `monotonicMs` stamps a request's arrival (`arrivedAt`, compared with the sequence
+ * service's ReadIndex rounds, which must read the same clock), `wallMs` its introspection times (CLIENT LIST).
+ */
+export interface ConnectionClock {
+  monotonicMs(): number;
+  wallMs(): number;
+}
+
+const systemConnectionClock: ConnectionClock = {
+  monotonicMs: () => performance.now(),
+  wallMs: () => Date.now(),
+};
 
 /** Hooks the server gives each connection (events for tests and metrics; bookkeeping on close). */
 export interface ConnectionHooks {
@@ -44,8 +82,8 @@ export class ClientConnection implements Session {
   readonly patterns = new Set<string>();
   readonly remoteAddress: string;
   readonly localAddress: string;
-  readonly createdAt = Date.now();
-  lastInteraction = Date.now();
+  readonly createdAt: number;
+  lastInteraction: number;
   lastCommand = '';
 
   private readonly parser: RequestParser;
@@ -73,10 +111,13 @@ export class ClientConnection implements Session {
 
   constructor(
     readonly id: number,
-    private readonly socket: Socket,
+    private readonly socket: RespSocket,
     private readonly server: ServerState,
     private readonly hooks: ConnectionHooks,
+    private readonly clock: ConnectionClock = systemConnectionClock,
   ) {
+    this.createdAt = clock.wallMs();
+    this.lastInteraction = this.createdAt;
     this.remoteAddress = `${socket.remoteAddress ?? '?'}:${socket.remotePort ?? 0}`;
     this.localAddress = `${socket.localAddress ?? '?'}:${socket.localPort ?? 0}`;
     this.parser = new RequestParser(server.limits);
@@ -140,8 +181,8 @@ export class ClientConnection implements Session {
   // Input.
 
   private onData(chunk: Buffer): void {
-    this.lastInteraction = Date.now();
-    this.arrivedAt = performance.now();
+    this.lastInteraction = this.clock.wallMs();
+    this.arrivedAt = this.clock.monotonicMs();
     if (this.closing) return; // draining a closing socket: discard
     this.parser.push(chunk);
     this.pump();
@@ -328,7 +369,7 @@ export class ClientConnection implements Session {
   }
 
   private onDrain(): void {
-    this.lastInteraction = Date.now();
+    this.lastInteraction = this.clock.wallMs();
     if (!this.waitingForDrain) return;
     this.waitingForDrain = false;
     this.clearStallTimer();

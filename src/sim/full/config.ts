@@ -219,9 +219,17 @@ export interface LeaseWorkloadConfig {
   processMonotonic: boolean;
 }
 
+/** How a sequence client calls: the HTTP routes, RESP (INCR/INCRBY/SEQ.ALLOC), or the SDK's FloeSequence. */
+export type SeqClientKind = 'http' | 'resp' | 'sdk';
+
 export interface SeqWorkloadConfig {
   /** Sequence client processes (0: no sequence workload in this seed). */
   clients: number;
+  /**
+   * How each client calls (one per client). Client i is `http`, `resp`, `sdk` in turn from an offset of 0 or 1, so
+   * the first is never `sdk` (the liveness check after healing needs a strict INCRBY) and 3 clients use all three.
+   */
+  kinds: SeqClientKind[];
   /** The sequences' segment step (small, so segments roll over often). */
   step: number;
   /** Values per INCRBY / per segment allocation [1, max]. */
@@ -277,6 +285,13 @@ export const COARSE_LAYOUT: Layout = defineLayout({
 
 /** The SDK's default layout. */
 export const FLOE_LAYOUT: Layout = resolveLayout('floe');
+
+/** Drawn from a stream of its own, after every other draw, so adding it moved no other seed's configuration. */
+function seqClientKinds(seed: number, clients: number): SeqClientKind[] {
+  const order: SeqClientKind[] = ['http', 'resp', 'sdk'];
+  const offset = new Prng(seed).fork('config-seq-kinds').int(2);
+  return Array.from({ length: clients }, (_, i) => order[(offset + i) % 3] as SeqClientKind);
+}
 
 /** The configuration of one seed: a pure function of (seed, profile, overrides). */
 export function drawConfig(seed: number, profileName: string, o: ConfigOverrides = {}): SimConfig {
@@ -356,6 +371,7 @@ export function drawConfig(seed: number, profileName: string, o: ConfigOverrides
     },
     seq: {
       clients: o.seqClients ?? seqClients,
+      kinds: seqClientKinds(seed, o.seqClients ?? seqClients),
       step: late2.pick([3, 10, 50]),
       maxCount: late2.pick([1, 3, 20]),
       thinkMs: [5, late2.range(30, 200)],

@@ -179,7 +179,7 @@ export class NodeHost {
       transport,
       stateMachine: sm,
       initialMembers: this.members,
-      self: { httpAddr: this.member.httpAddr },
+      self: { httpAddr: this.member.httpAddr, respAddr: this.member.respAddr },
       tickMs: s.tickMs,
       electionTicks: s.electionTicks,
       heartbeatTicks: s.heartbeatTicks,

@@ -17,6 +17,7 @@ import { VirtualNetwork } from './network.js';
 import { errText, NodeHost } from './node-host.js';
 import { Machine, MachineClock, SimProcess } from './process.js';
 import { RaftObserver } from './raft-observer.js';
+import { RespNet, respAddrOf } from './resp-link.js';
 import { immediates, Scheduler } from './scheduler.js';
 import { createSequences, SeqClient, SeqOracle, type SeqStats } from './seq-workload.js';
 import type { Failure, FailureKind, World } from './world.js';
@@ -178,10 +179,14 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
   const oracle = new IdOracle(w);
   const rate = () => 1 + (2 * rng.float() - 1) * cfg.clockDrift;
 
+  // Members advertise a RESP address only in seeds with RESP sequence clients (the others keep their log bytes).
+  const respOn = cfg.seq.kinds.includes('resp');
+  const respAddr = (id: number) => (respOn ? { respAddr: respAddrOf(id) } : {});
   const members = Array.from({ length: cfg.nodes }, (_, i) => ({
     id: i + 1,
     peerAddr: `n${i + 1}:7000`,
     httpAddr: `n${i + 1}:8080`,
+    ...respAddr(i + 1),
   }));
   const hosts: NodeHost[] = [];
   // The supervisor: a node that stopped or could not start because of an injected disk fault is
@@ -234,7 +239,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
   /** A new machine that joins the running cluster (configured with the members still in it). */
   const addNode = (): NodeHost => {
     const id = ++nextNodeId;
-    const m = { id, peerAddr: `n${id}:7000`, httpAddr: `n${id}:8080` };
+    const m = { id, peerAddr: `n${id}:7000`, httpAddr: `n${id}:8080`, ...respAddr(id) };
     const configured = [...hosts.filter((h) => !h.removed).map((h) => h.member), m];
     const h = makeHost(m, configured, false);
     h.boot();
@@ -325,6 +330,14 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
 
   // Sequence clients (a share of the seeds): one creates the strict and the node-mode sequence, then all call.
   const seqOracle = new SeqOracle(w);
+  const respNet = respOn
+    ? new RespNet(
+        w,
+        router,
+        () => net.conditions,
+        () => hosts,
+      )
+    : undefined;
   const seqClients: SeqClient[] = [];
   for (let i = 0; i < cfg.seq.clients; i++) {
     const name = `s${i + 1}`;
@@ -340,6 +353,9 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
         cfg.seq,
         seqOracle,
         w.rng(name),
+        cfg.seq.kinds[i],
+        respNet,
+        members.map((m) => m.id),
       ),
     );
   }

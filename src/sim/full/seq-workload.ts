@@ -9,12 +9,24 @@
 //   (checked over the recorded (invoke, return, first, last) of every completed call, `checkOrder`);
 // - every reply answers its request (key, count; a range of exactly `count` values).
 // A call whose answer is lost changes nothing here: values nobody saw cannot be issued twice.
+//
+// Each client speaks one way (SeqWorkloadConfig.kinds): `http` as above; `resp` the same calls over RESP
+// (INCR / INCRBY / SEQ.ALLOC, sometimes pipelined, following MOVED) through the production connection code
+// (resp-link.ts, resp-client.ts), its strict INCRs in the same real-time order check; `sdk` the SDK's
+// FloeSequence (`client.sequence(key)`, segments over HTTP in a double buffer), whose promise is narrower:
+// values unique across everybody and increasing within the object (one per key and client process), no
+// order across processes — exactly what is checked.
 
+import { FloeClient } from '../../client/floe-client.js';
 import type { FetchLike } from '../../client/http-transport.js';
+import type { FloeSequence } from '../../client/sequence.js';
 import type { Prng } from '../prng.js';
-import type { SeqWorkloadConfig } from './config.js';
+import type { SeqClientKind, SeqWorkloadConfig } from './config.js';
 import { callLeader } from './http-router.js';
+import { errText } from './node-host.js';
 import type { SimProcess } from './process.js';
+import { RespConnection, type RespValue, show } from './resp-client.js';
+import { type RespNet, respAddrOf } from './resp-link.js';
 import type { World } from './world.js';
 
 export const STRICT_KEY = 'seq-strict';
@@ -34,11 +46,27 @@ export interface SeqStats {
   ok: number;
   values: number;
   segments: number;
+  /** RESP commands sent (pipelined ones each), and those answered with values. */
+  respCalls: number;
+  respOk: number;
+  /** MOVED replies followed or noted. */
+  respMoved: number;
+  /** Values the SDK's FloeSequence handed out. */
+  sdkValues: number;
 }
 
 /** What every sequence client was given, checked as it arrives (uniqueness) and at the end (order). */
 export class SeqOracle {
-  readonly stats: SeqStats = { calls: 0, ok: 0, values: 0, segments: 0 };
+  readonly stats: SeqStats = {
+    calls: 0,
+    ok: 0,
+    values: 0,
+    segments: 0,
+    respCalls: 0,
+    respOk: 0,
+    respMoved: 0,
+    sdkValues: 0,
+  };
   readonly strict: StrictCall[] = [];
   /** Per key: every value handed out, and who got it. */
   private readonly given = new Map<string, Map<bigint, string>>();
@@ -131,6 +159,11 @@ export class SeqClient {
     private readonly cfg: SeqWorkloadConfig,
     private readonly oracle: SeqOracle,
     private readonly rng: Prng,
+    readonly kind: SeqClientKind = 'http',
+    /** The RESP network (`resp` clients). */
+    private readonly respNet?: RespNet,
+    /** Node ids whose RESP port a `resp` client may dial first. */
+    private readonly nodeIds: number[] = [],
   ) {}
 
   stop(): void {
@@ -147,8 +180,13 @@ export class SeqClient {
 
   /** One call; true when it succeeded. */
   async one(forceStrict = false): Promise<boolean> {
+    if (this.kind === 'sdk') return this.sdkNext(this.rng.chance(0.5) ? STRICT_KEY : NODE_KEY);
     const r = forceStrict ? 0 : this.rng.int(100);
     const count = 1 + this.rng.int(this.cfg.maxCount);
+    if (this.kind === 'resp') {
+      if (r < 75) return this.respIncr(r < 45 ? STRICT_KEY : NODE_KEY, count);
+      return this.respAlloc(this.rng.chance(0.5) ? STRICT_KEY : NODE_KEY, count);
+    }
     if (r < 45) return this.incr(STRICT_KEY, count, this.rng.chance(0.2));
     if (r < 75) return this.incr(NODE_KEY, count, false);
     return this.alloc(this.rng.chance(0.5) ? STRICT_KEY : NODE_KEY, count);
@@ -217,6 +255,183 @@ export class SeqClient {
     o.stats.segments++;
     this.world.trace(`${this.name} alloc ${key} ${count} -> [${start}, ${end})`);
     o.values(key, start, end - 1n, `${this.name}@${this.world.sched.nowUs} (segment)`);
+    return true;
+  }
+
+  // ---- RESP --------------------------------------------------------------------------------
+
+  private readonly respConns = new Map<string, RespConnection>();
+  /** Where this client sends its next RESP command (a MOVED reply moves it). */
+  private respTarget: string | undefined;
+
+  private respConn(addr: string): RespConnection {
+    let c = this.respConns.get(addr);
+    if (!c) {
+      c = new RespConnection(this.world, this.respNet as RespNet, this.proc, this.name, addr, 1000);
+      this.respConns.set(addr, c);
+    }
+    return c;
+  }
+
+  /**
+   * Sends `cmds` as one pipeline; a lone command that is MOVED follows the redirect (up to 3 hops), a
+   * pipelined one is only counted (the next call goes to the new address). Returns each command's reply
+   * (undefined: none, or an error reply) and when it arrived.
+   */
+  private async respSend(cmds: string[][]): Promise<Array<{ v: RespValue | undefined; atUs: number }>> {
+    const o = this.oracle;
+    let target = this.respTarget ?? respAddrOf(this.rng.pick(this.nodeIds));
+    for (let hop = 0; ; hop++) {
+      o.stats.respCalls += cmds.length;
+      const answers = await this.respConn(target).pipeline(cmds);
+      let movedTo: string | undefined;
+      const out = answers.map((a) => {
+        const v = a.outcome;
+        if (typeof v === 'string') return { v: undefined, atUs: a.atUs };
+        if (v.type === 'error') {
+          const m = /^MOVED \d+ (\S+)$/.exec(v.value);
+          if (m) {
+            o.stats.respMoved++;
+            movedTo = m[1];
+          } else if (!/^(CLUSTERDOWN|TRYAGAIN)/.test(v.value)) {
+            this.world.trace(`${this.name} resp ${target}: -${v.value}`);
+          }
+          return { v: undefined, atUs: a.atUs };
+        }
+        return { v, atUs: a.atUs };
+      });
+      if (movedTo) this.respTarget = movedTo;
+      else if (answers.some((a) => typeof a.outcome === 'string')) this.respTarget = undefined; // try another node
+      if (!movedTo || cmds.length > 1 || hop >= 3) return out;
+      target = movedTo;
+    }
+  }
+
+  /** INCR / INCRBY over RESP, one command or a pipeline of up to three. */
+  private async respIncr(key: string, count: number): Promise<boolean> {
+    const o = this.oracle;
+    const n = this.rng.chance(0.7) ? 1 : 2 + this.rng.int(2);
+    const cmds = Array.from({ length: n }, () =>
+      count === 1 && this.rng.chance(0.5) ? ['INCR', key] : ['INCRBY', key, String(count)],
+    );
+    o.stats.calls += n;
+    const invokeUs = this.proc.effectiveUs;
+    const answers = await this.respSend(cmds);
+    let any = false;
+    for (const [i, a] of answers.entries()) {
+      if (a.v === undefined) continue;
+      const what = `${(cmds[i] as string[]).join(' ')} (${i + 1} of a pipeline of ${n})`;
+      if (a.v.type !== 'int') return this.mismatch(what, show(a.v));
+      const last = a.v.value;
+      const first = last - BigInt(count) + 1n;
+      if (first < 0n) return this.mismatch(what, show(a.v));
+      o.stats.ok++;
+      o.stats.respOk++;
+      any = true;
+      this.world.trace(`${this.name} resp ${what} -> ${first}..${last}`);
+      o.values(key, first, last, `${this.name}@${a.atUs} (resp)`);
+      if (key === STRICT_KEY) {
+        o.strict.push({ client: this.name, invokeUs, returnUs: a.atUs, first, last });
+        this.lastStrictOkUs = a.atUs;
+      }
+    }
+    return any;
+  }
+
+  /** SEQ.ALLOC over RESP: a segment [start, end) of exactly `count` values. */
+  private async respAlloc(key: string, count: number): Promise<boolean> {
+    const o = this.oracle;
+    o.stats.calls++;
+    const [a] = await this.respSend([['SEQ.ALLOC', key, String(count)]]);
+    if (a?.v === undefined) return false;
+    const v = a.v;
+    const what = `SEQ.ALLOC ${key} ${count}`;
+    if (v.type !== 'array' || v.value === null || v.value.length !== 2) return this.mismatch(what, show(v));
+    const [s, e] = v.value;
+    if (s?.type !== 'int' || e?.type !== 'int' || e.value - s.value !== BigInt(count) || s.value < 0n)
+      return this.mismatch(what, show(v));
+    o.stats.ok++;
+    o.stats.respOk++;
+    o.stats.segments++;
+    this.world.trace(`${this.name} resp ${what} -> [${s.value}, ${e.value})`);
+    o.values(key, s.value, e.value - 1n, `${this.name}@${a.atUs} (resp segment)`);
+    return true;
+  }
+
+  // ---- the SDK's FloeSequence -----------------------------------------------------------------
+
+  private sdk: FloeClient | undefined;
+  private readonly sdkSeqs = new Map<string, FloeSequence>();
+  /** The last value each of this process's FloeSequences handed out. */
+  private readonly sdkLast = new Map<string, number>();
+
+  private sdkSeq(key: string): FloeSequence {
+    const proc = this.proc;
+    this.sdk ??= new FloeClient({
+      endpoints: this.endpoints,
+      requestTimeoutMs: 1000,
+      fetch: this.fetch,
+      clock: {
+        now: () => Math.floor(proc.wallMs()),
+        waitUntil: (ms: number) => proc.busyWaitUntilWall(ms),
+      },
+      monotonic: () => proc.monoMs(),
+      bootId: proc.machine.bootId,
+      setTimer: (fn, ms) => {
+        const t = proc.setTimeout(fn, ms, 'sdk-timer');
+        return { cancel: () => proc.clearTimer(t) };
+      },
+      sleep: (ms) => proc.sleep(ms),
+      random: () => this.rng.float(),
+      incarnation: proc.name,
+    });
+    let s = this.sdkSeqs.get(key);
+    if (!s) {
+      // A fixed step: FloeSequence's buffer adapts its step on the real clock (no seam for it yet), which
+      // would make runs differ; with minStep = maxStep the adaptation has nothing to change.
+      s = this.sdk.sequence(key, {
+        step: this.cfg.step,
+        minStep: this.cfg.step,
+        maxStep: this.cfg.step,
+        fetchTimeoutMs: 3000,
+      });
+      this.sdkSeqs.set(key, s);
+    }
+    return s;
+  }
+
+  /** One value (`next()`) or a few (`nextBatch(n)`) of `key` from this process's FloeSequence. */
+  private async sdkNext(key: string): Promise<boolean> {
+    const o = this.oracle;
+    const seq = this.sdkSeq(key);
+    const n = this.rng.chance(0.6) ? 1 : 1 + this.rng.int(this.cfg.maxCount);
+    o.stats.calls++;
+    let vals: number[];
+    try {
+      vals = n === 1 && this.rng.chance(0.5) ? [await seq.next()] : await seq.nextBatch(n);
+    } catch (err) {
+      this.world.trace(`${this.name} sequence(${key}) failed: ${errText(err)}`);
+      return false;
+    }
+    const what = `sequence(${key}).${n === 1 ? 'next' : `nextBatch(${n})`}`;
+    if (vals.length !== n || !vals.every((v) => Number.isSafeInteger(v) && v >= 0))
+      return this.mismatch(what, vals);
+    const now = this.world.sched.nowUs;
+    for (const v of vals) {
+      const before = this.sdkLast.get(key);
+      if (before !== undefined && v <= before) {
+        this.world.fail(
+          'sequence-order',
+          `${this.name}: ${what} gave ${v} after ${before} from the same FloeSequence (values must increase)`,
+        );
+        return false;
+      }
+      this.sdkLast.set(key, v);
+      o.values(key, BigInt(v), BigInt(v), `${this.name}@${now} (FloeSequence)`);
+      o.stats.sdkValues++;
+    }
+    o.stats.ok++;
+    this.world.trace(`${this.name} ${what} -> ${vals[0]}..${vals[vals.length - 1]}`);
     return true;
   }
 
