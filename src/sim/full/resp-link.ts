@@ -198,6 +198,7 @@ class Link {
       return;
     }
     this.net.stats.segments++;
+    if (seg.kind === 'data' && dir === 'down') seg = this.net.mixup(this.clientName, seg);
     const at = Math.max(from.proc.effectiveUs + this.net.delayUs(), this.lastAt[dir]);
     this.lastAt[dir] = at;
     this.world.sched.at(at, to.proc, `resp ${seg.kind} ${dir}`, () => to.receive(seg));
@@ -224,12 +225,15 @@ class SimRespServer {
   private readonly sessions = new Map<number, ClientConnection>();
   private nextId = 1;
 
+  private readonly staleArrival: boolean;
+
   constructor(
     world: World,
     host: NodeHost,
     readonly proc: SimProcess,
     rng: Prng,
   ) {
+    this.staleArrival = world.bugs.has('resp-stale-arrival');
     const node = host.node!;
     const backend = respBackendOf({
       node,
@@ -282,7 +286,12 @@ class SimRespServer {
           onResumed: () => {},
           onClosed: (c) => this.sessions.delete(c.id),
         },
-        { monotonicMs: () => proc.monoMs(), wallMs: () => Math.floor(proc.wallMs()) },
+        {
+          // Harness bug 'resp-stale-arrival': requests look as if they arrived `STALE_ARRIVAL_MS` earlier, so a
+          // ReadIndex round that started before a request arrived may answer it (what decision 0004 forbids).
+          monotonicMs: this.staleArrival ? () => proc.monoMs() - STALE_ARRIVAL_MS : () => proc.monoMs(),
+          wallMs: () => Math.floor(proc.wallMs()),
+        },
       ),
     );
   }
@@ -294,6 +303,11 @@ const commandTable = (): ServerState['table'] => {
   return table;
 };
 
+const STALE_ARRIVAL_MS = 3_000;
+
+/** Harness bugs of the RESP path (run.ts lists them with the others). */
+export const RESP_HARNESS_BUGS: readonly string[] = ['resp-reply-mixup', 'resp-stale-arrival'];
+
 /** Connections from client processes to the nodes' RESP ports. */
 export class RespNet {
   readonly stats: RespNetStats = { connects: 0, refused: 0, resets: 0, segments: 0 };
@@ -301,6 +315,7 @@ export class RespNet {
   /** Open links per node process, reset when it dies. */
   private readonly links = new WeakMap<SimProcess, Set<Link>>();
   private readonly rng: Prng;
+  private readonly mixRng: Prng;
   private nextPort = 40_000;
 
   constructor(
@@ -310,6 +325,26 @@ export class RespNet {
     private readonly hosts: () => readonly NodeHost[],
   ) {
     this.rng = world.rng('resp-net');
+    this.mixRng = world.rng('resp-mixup');
+  }
+
+  private readonly recentReplies: Array<{ client: string; bytes: Buffer }> = [];
+
+  /**
+   * Harness bug 'resp-reply-mixup': a reply segment is sometimes swapped for a recent one sent to another client, or
+   * an earlier one of its own (a proxy that mixes up its connections). The client must never take such a reply as its own answer.
+   */
+  mixup(client: string, seg: Segment & { kind: 'data' }): Segment {
+    if (!this.world.bugs.has('resp-reply-mixup')) return seg;
+    // Another client's reply, or an earlier one of this client's (a desynchronised connection).
+    const other = this.recentReplies.find((r) => r.client !== client) ?? this.recentReplies[1];
+    this.recentReplies.unshift({ client, bytes: seg.bytes });
+    if (this.recentReplies.length > 4) this.recentReplies.pop();
+    if (!other || !this.mixRng.chance(0.1)) return seg;
+    this.world.trace(
+      `resp mixup: ${client} gets ${other.client}'s reply ${JSON.stringify(other.bytes.toString('latin1').slice(0, 60))}`,
+    );
+    return { kind: 'data', bytes: other.bytes };
   }
 
   /** One-way delay of a segment: the run's delay, spikes, and a retransmission for each loss. */

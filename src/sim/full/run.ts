@@ -17,7 +17,7 @@ import { VirtualNetwork } from './network.js';
 import { errText, NodeHost } from './node-host.js';
 import { Machine, MachineClock, SimProcess } from './process.js';
 import { RaftObserver } from './raft-observer.js';
-import { RespNet, respAddrOf } from './resp-link.js';
+import { RESP_HARNESS_BUGS, RespNet, respAddrOf } from './resp-link.js';
 import { immediates, Scheduler } from './scheduler.js';
 import { createSequences, SeqClient, SeqOracle, type SeqStats } from './seq-workload.js';
 import type { Failure, FailureKind, World } from './world.js';
@@ -83,7 +83,11 @@ export interface FullSimResult {
 const WALL_EPOCH_MS = Date.UTC(2026, 5, 1);
 
 /** Bugs the harness re-introduces from outside the production code (the others are src/testing/bug-switches.ts). */
-const HARNESS_BUGS: readonly string[] = ['client-shared-incarnation', 'client-wall-stops-in-suspend'];
+const HARNESS_BUGS: readonly string[] = [
+  'client-shared-incarnation',
+  'client-wall-stops-in-suspend',
+  ...RESP_HARNESS_BUGS,
+];
 
 /** Workarounds for findings still open in production code (on by default; see FullSimOptions.workarounds). */
 export const OPEN_WORKAROUNDS: readonly string[] = ['conf-resulting'];
