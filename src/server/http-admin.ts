@@ -27,17 +27,22 @@ const ajvCompilerPool = AjvCompiler() as unknown as (
   externalSchemas: unknown,
   options: unknown,
 ) => (route: { schema: unknown }) => unknown;
-const compiledByContent = new Map<string, unknown>();
+/** Compiled validators by the content of the shared schemas and options, then by the content of the route's schema. */
+const compiledByContent = new Map<string, Map<string, unknown>>();
 function sharedValidators(
   externalSchemas: unknown,
   options: unknown,
 ): (route: { schema: unknown }) => unknown {
   const compile = ajvCompilerPool(externalSchemas, options);
-  const prefix = `${JSON.stringify(externalSchemas)}${JSON.stringify(options)}`;
+  // Two levels, so that each route's lookup hashes its own schema, not the shared schemas (several KB) again.
+  const context = `${JSON.stringify(externalSchemas)}${JSON.stringify(options)}`;
+  let byRoute = compiledByContent.get(context);
+  if (byRoute === undefined) compiledByContent.set(context, (byRoute = new Map()));
+  const compiled = byRoute;
   return (route) => {
-    const key = `${prefix}${JSON.stringify(route.schema)}`;
-    let v = compiledByContent.get(key);
-    if (v === undefined) compiledByContent.set(key, (v = compile(route)));
+    const key = JSON.stringify(route.schema);
+    let v = compiled.get(key);
+    if (v === undefined) compiled.set(key, (v = compile(route)));
     return v;
   };
 }

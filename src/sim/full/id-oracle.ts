@@ -11,7 +11,7 @@
 // - Disjoint ID spaces (P2): a later grant of a worker ID issues only timestamps above every
 //   timestamp an earlier grant of it issued.
 
-import { decode, type Layout } from '../../id/index.js';
+import { decode, type Layout, MAX_ID, resolveLayout } from '../../id/index.js';
 import type { LeaseEvent } from '../../state/leases/types.js';
 import type { Machine } from './process.js';
 import type { World } from './world.js';
@@ -55,6 +55,8 @@ export class IdOracle {
   private readonly maxToken = new Map<string, number>();
   private exemptOverlaps = 0;
   private readonly leasedAt = new Map<string, { atUs: number; machine: Machine }>();
+  /** The keys of the last call's holder and worker (a client issues its IDs in bursts under one lease). */
+  private keys: IssueKeys | undefined;
 
   constructor(private readonly world: World) {}
 
@@ -93,15 +95,37 @@ export class IdOracle {
     id: bigint,
     atUs: number,
   ): void {
-    const w = `${app}/${workerId}`;
+    let k = this.keys;
+    if (
+      k === undefined ||
+      k.holderName !== holderName ||
+      k.app !== app ||
+      k.workerId !== workerId ||
+      k.token !== token ||
+      k.layout !== layout
+    ) {
+      const w = `${app}/${workerId}`;
+      k = {
+        holderName,
+        app,
+        workerId,
+        token,
+        layout,
+        bits: layoutBits(layout),
+        w,
+        floorKey: `${w}/${token}`,
+        key: `${holderName}/${token}`,
+      };
+      this.keys = k;
+    }
+    const w = k.w;
     if (this.ids.has(id)) {
       this.world.fail('duplicate-id', `ID ${id} issued again by ${holderName} (worker ${w}, token ${token})`);
       return;
     }
     this.ids.add(id);
-    const parts = decode(id, layout);
-    const worker =
-      layout.datacenterBits > 0 ? (parts.datacenter << layout.workerBits) | parts.worker : parts.worker;
+    const parts = decodeFast(id, layout, k.bits);
+    const worker = parts.worker;
     if (worker !== workerId) {
       this.world.fail(
         'harness',
@@ -109,7 +133,7 @@ export class IdOracle {
       );
       return;
     }
-    const floor = this.floorAtGrant.get(`${w}/${token}`);
+    const floor = this.floorAtGrant.get(k.floorKey);
     if (floor === undefined) {
       this.world.fail(
         'reply-mismatch',
@@ -124,7 +148,7 @@ export class IdOracle {
       );
       return;
     }
-    const key = `${holderName}/${token}`;
+    const key = k.key;
     let h = this.holders.get(key);
     if (!h) {
       const l = this.leasedAt.get(key);
@@ -204,6 +228,67 @@ export class IdOracle {
       exemptOverlaps: this.exemptOverlaps,
     };
   }
+}
+
+interface IssueKeys {
+  holderName: string;
+  app: string;
+  workerId: number;
+  token: number;
+  layout: Layout;
+  bits: LayoutBits;
+  w: string;
+  floorKey: string;
+  key: string;
+}
+
+/** A layout's fields as bigint shifts and masks, for the oracle's own decoding of every ID (see decodeFast). */
+interface LayoutBits {
+  timestampShift: bigint;
+  epochMs: number;
+  unitMs: number;
+  workerShift: bigint;
+  workerMask: bigint;
+  workerBits: number;
+  datacenterShift: bigint;
+  datacenterMask: bigint;
+  datacenterBits: number;
+}
+
+const bitsByLayout = new WeakMap<Layout, LayoutBits>();
+
+function layoutBits(layout: Layout): LayoutBits {
+  let b = bitsByLayout.get(layout);
+  if (b === undefined) {
+    const l = resolveLayout(layout);
+    b = {
+      timestampShift: BigInt(l.timestampShift),
+      epochMs: l.epochMs,
+      unitMs: l.unitMs,
+      workerShift: BigInt(l.workerShift),
+      workerMask: (1n << BigInt(l.workerBits)) - 1n,
+      workerBits: l.workerBits,
+      datacenterShift: BigInt(l.datacenterShift),
+      datacenterMask: (1n << BigInt(l.datacenterBits)) - 1n,
+      datacenterBits: l.datacenterBits,
+    };
+    bitsByLayout.set(layout, b);
+  }
+  return b;
+}
+
+/**
+ * An ID's timestamp and its worker ID as the oracle counts it (datacenter bits, if any, above the worker bits), as
+ * `decode` (src/id) computes them, without its Date and its other fields: the oracle decodes every ID a run issues.
+ * An ID `decode` refuses (negative, above MAX_ID) goes to `decode`, which throws as before.
+ */
+function decodeFast(id: bigint, layout: Layout, b: LayoutBits): { timestamp: number; worker: number } {
+  if (id < 0n || id > MAX_ID) decode(id, layout);
+  const timestamp = b.epochMs + Number(id >> b.timestampShift) * b.unitMs;
+  const worker = b.workerBits === 0 ? 0 : Number((id >> b.workerShift) & b.workerMask);
+  if (b.datacenterBits === 0) return { timestamp, worker };
+  const datacenter = Number((id >> b.datacenterShift) & b.datacenterMask);
+  return { timestamp, worker: (datacenter << b.workerBits) | worker };
 }
 
 function fmt(us: number): string {

@@ -54,6 +54,17 @@ interface Endpoint {
   sink: TransportSink;
   peers: Set<NodeId>;
   closed: boolean;
+  /** Latest delivery time to this endpoint per sending node (per-link FIFO order). */
+  lastAt: Map<NodeId, number>;
+}
+
+/**
+ * A frame in flight: the encoded message and its CRC-32C, kept apart (as bytes on the wire they are payload ++ crc,
+ * big-endian: see withChecksum). A corrupted bit lands in either.
+ */
+interface Frame {
+  payload: Buffer;
+  crc: number;
 }
 
 export class VirtualNetwork {
@@ -62,8 +73,6 @@ export class VirtualNetwork {
   /** Directed links that deliver nothing: "from->to". */
   private readonly blocked = new Set<string>();
   private readonly endpoints = new Map<NodeId, Endpoint>();
-  /** Latest delivery time per directed link and receiving endpoint (FIFO order). */
-  private readonly lastAt = new Map<string, number>();
   /** Sees every message a node sends, whatever its fate (the Raft checker's wire view). */
   onSend: ((m: Message) => void) | undefined;
   /** Told just before a message is handed to a node. */
@@ -80,7 +89,7 @@ export class VirtualNetwork {
 
   /** The transport of one node process. Messages to it go to the newest attached endpoint. */
   attach(id: NodeId, proc: SimProcess, sink: TransportSink): NodeTransport {
-    const ep: Endpoint = { id, proc, sink, peers: new Set(), closed: false };
+    const ep: Endpoint = { id, proc, sink, peers: new Set(), closed: false, lastAt: new Map() };
     this.endpoints.set(id, ep);
     return {
       send: (messages) => {
@@ -116,26 +125,27 @@ export class VirtualNetwork {
     return ep !== undefined && !ep.closed && ep.proc.alive;
   }
 
+  private lost(from: Endpoint, m: Message, why: string): void {
+    this.stats.dropped++;
+    this.trace(`net ${m.from}->${m.to} ${m.type} t${m.term} lost (${why})`);
+    if (m.type === 'snap') this.snapStatus(from, m.to, false);
+  }
+
   private send(from: Endpoint, m: Message): void {
     if (!this.live(from)) return;
     this.stats.sent++;
     this.onSend?.(m);
     const c = this.conditions;
     const to = this.endpoints.get(m.to);
-    const fail = (why: string) => {
-      this.stats.dropped++;
-      this.trace(`net ${m.from}->${m.to} ${m.type} t${m.term} lost (${why})`);
-      if (m.type === 'snap') this.snapStatus(from, m.to, false);
-    };
     if (!from.peers.has(m.to)) {
-      fail('not a peer');
+      this.lost(from, m, 'not a peer');
       return;
     }
     if (!this.live(to)) {
-      fail('peer down');
+      this.lost(from, m, 'peer down');
       return;
     }
-    if (this.blocked.has(`${m.from}->${m.to}`)) {
+    if (this.blocked.size > 0 && this.blocked.has(`${m.from}->${m.to}`)) {
       this.stats.blocked++;
       // The production transport notices a dead connection and reports it now and then.
       if (this.rng.chance(0.05)) {
@@ -143,52 +153,54 @@ export class VirtualNetwork {
           this.sinkCall(from, 'unreachable', m.to),
         );
       }
-      fail('partitioned');
+      this.lost(from, m, 'partitioned');
       return;
     }
     if (this.rng.chance(c.drop)) {
-      fail('dropped');
+      this.lost(from, m, 'dropped');
       return;
     }
-    let frame = withChecksum(encodeMessage(m));
+    const payload = encodeMessage(m);
+    let frame: Frame = { payload, crc: crc32c(payload) };
     const copies = this.rng.chance(c.duplicate) ? 2 : 1;
     if (copies === 2) this.stats.duplicated++;
     for (let i = 0; i < copies; i++) {
       if (this.rng.chance(c.corrupt)) {
-        frame = Buffer.from(frame);
-        const bit = this.rng.int(frame.length * 8);
-        frame[bit >> 3] = (frame[bit >> 3] as number) ^ (1 << (bit & 7));
+        frame = flipFrameBit(frame, this.rng.int((frame.payload.length + 4) * 8));
         this.stats.corrupted++;
       }
-      const key = `${m.from}->${m.to}@${to.proc.pid}`;
       let at = this.sched.nowUs + this.delay();
-      if (!this.rng.chance(c.reorder)) at = Math.max(at, this.lastAt.get(key) ?? 0);
-      this.lastAt.set(key, Math.max(at, this.lastAt.get(key) ?? 0));
-      const bytes = frame;
-      const state = { delivered: false };
-      this.sched.at(at, to.proc, `deliver ${m.type}`, () => {
-        state.delivered = true;
-        this.deliver(from, to, bytes, m);
-      });
-      // A snapshot whose receiver dies before it arrives is never delivered (its process's events
-      // go with it); the production transport sees the stream break and reports it (FS-7, swarm
-      // seed 114266: the leader waited on that snapshot for ever). Watch from the sender's side.
-      if (m.type === 'snap') this.watchSnapshot(from, to, m.to, at, state);
+      const last = to.lastAt.get(m.from) ?? 0;
+      if (!this.rng.chance(c.reorder)) at = Math.max(at, last);
+      to.lastAt.set(m.from, Math.max(at, last));
+      const sentFrame = frame;
+      if (m.type === 'snap') {
+        const state = { delivered: false };
+        this.sched.at(at, to.proc, 'deliver snap', () => {
+          state.delivered = true;
+          this.deliver(from, to, sentFrame, m);
+        });
+        // A snapshot whose receiver dies before it arrives is never delivered (its process's events
+        // go with it); the production transport sees the stream break and reports it (FS-7, swarm
+        // seed 114266: the leader waited on that snapshot for ever). Watch from the sender's side.
+        this.watchSnapshot(from, to, m.to, at, state);
+      } else {
+        this.sched.at(at, to.proc, deliverLabel(m.type), () => this.deliver(from, to, sentFrame, m));
+      }
     }
   }
 
-  private deliver(from: Endpoint, to: Endpoint, frame: Buffer, sent: Message): void {
+  private deliver(from: Endpoint, to: Endpoint, frame: Frame, sent: Message): void {
     if (!this.live(to)) {
       if (sent.type === 'snap') this.snapStatus(from, sent.to, false);
       return;
     }
-    const payload = checkedPayload(frame);
-    if (payload === undefined) {
+    if (crc32c(frame.payload) !== frame.crc) {
       this.trace(`net ${sent.from}->${sent.to} ${sent.type} frame failed its checksum: dropped`);
       if (sent.type === 'snap') this.snapStatus(from, sent.to, false);
       return;
     }
-    const m = decodeMessage(payload);
+    const m = decodeMessage(frame.payload);
     this.stats.delivered++;
     this.onDeliver?.(m.to);
     this.sinkCall(to, 'message', m);
@@ -238,6 +250,31 @@ export class VirtualNetwork {
     if (c.spike > 0 && this.rng.chance(c.spike)) d += this.rng.range(c.spikeUs[0], c.spikeUs[1]);
     return d;
   }
+}
+
+/** Event labels of deliveries, by message type (built once, not per message). */
+const deliverLabels = new Map<string, string>();
+function deliverLabel(type: string): string {
+  let l = deliverLabels.get(type);
+  if (l === undefined) deliverLabels.set(type, (l = `deliver ${type}`));
+  return l;
+}
+
+/**
+ * The frame with bit `bit` of its wire form (payload ++ crc32c, big-endian: withChecksum) flipped. The payload is
+ * copied when the bit is in it (another copy of the message may be in flight).
+ */
+function flipFrameBit(f: Frame, bit: number): Frame {
+  const byte = bit >> 3;
+  const mask = 1 << (bit & 7);
+  if (byte < f.payload.length) {
+    const payload = Buffer.from(f.payload);
+    payload[byte] = (payload[byte] as number) ^ mask;
+    return { payload, crc: f.crc };
+  }
+  // Byte 0 of the checksum is its most significant one.
+  const shift = 8 * (3 - (byte - f.payload.length));
+  return { payload: f.payload, crc: (f.crc ^ (mask << shift)) >>> 0 };
 }
 
 /** payload ++ crc32c(payload) (4 bytes, big-endian). */

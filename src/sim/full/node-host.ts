@@ -170,8 +170,8 @@ export class NodeHost {
     const transport = this.net.attach(this.id, proc, sink);
     const logger: NodeLogger = {
       info: () => {},
-      warn: (obj, msg) => w.trace(`${proc.name} warn: ${msg ?? ''} ${brief(obj)}`),
-      error: (obj, msg) => w.trace(`${proc.name} error: ${msg ?? ''} ${brief(obj)}`),
+      warn: (obj, msg) => this.log(proc, 'warn', obj, msg),
+      error: (obj, msg) => this.log(proc, 'error', obj, msg),
     };
     node = new FloeNode<unknown>({
       id: this.id,
@@ -271,6 +271,17 @@ export class NodeHost {
     n.start();
     this.state = 'up';
     w.trace(`${proc.name} up (term ${n.status().term}, applied ${n.status().appliedIndex})`);
+  }
+
+  /**
+   * A log line of the node, traced. A stack in it is traced by its first line only (the error's name and message):
+   * the frames depend on the build, and runs capture them only with --verbose, which prints them as `detail`.
+   */
+  private log(proc: SimProcess, level: 'warn' | 'error', obj: object, msg: string | undefined): void {
+    const stack = (obj as { stack?: unknown }).stack;
+    const shown = typeof stack === 'string' ? { ...obj, stack: stack.split('\n', 1)[0] } : obj;
+    this.world.trace(`${proc.name} ${level}: ${msg ?? ''} ${brief(shown)}`);
+    if (typeof stack === 'string' && stack.includes('\n')) this.world.detail?.(stack);
   }
 
   /** Runs a callback into production code; an exception there would kill the real process. */

@@ -106,6 +106,7 @@ class RunWorld implements World {
     readonly seed: number,
     readonly traceLog: Trace,
     bugs: Iterable<string>,
+    private readonly verbose: ((line: string) => void) | undefined,
   ) {
     this.root = new Prng(seed);
     this.bugs = new Set(bugs);
@@ -117,6 +118,10 @@ class RunWorld implements World {
 
   trace(line: string): void {
     this.traceLog.add(this.sched.nowUs, line);
+  }
+
+  detail(line: string): void {
+    this.verbose?.(line);
   }
 
   nextPid(): number {
@@ -154,7 +159,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
   const cfg = drawConfig(o.seed, o.profile ?? 'swarm', o);
   cfg.node.sequences = cfg.seq.clients > 0;
   const trace = new Trace(o.traceTail ?? 80, o.verbose);
-  const w = new RunWorld(o.seed, trace, o.bugs ?? []);
+  const w = new RunWorld(o.seed, trace, o.bugs ?? [], o.verbose);
   const sched = w.sched;
   const rng = w.rng('run');
 
@@ -382,6 +387,12 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
   const director = new FaultDirector({ world: w, cfg, hosts, leaseClients, kvClients, net, router, addNode });
   director.start();
 
+  // Production code constructs errors on hot paths (NotLeaderError on every follower's 307, refused leases, the
+  // SDK's retries), and capturing their stacks was a few percent of a run. Nothing a run checks or hashes reads
+  // a stack (node-host.ts traces only an error's first line; the rest goes to `detail`): without --verbose,
+  // errors carry none. Restored when the run ends.
+  const stackTraceLimit = Error.stackTraceLimit;
+  if (!o.verbose) Error.stackTraceLimit = 0;
   let failure: Failure | undefined;
   try {
     const stop = () => w.failure !== undefined;
@@ -400,8 +411,10 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
     failure = w.failure;
   } catch (err) {
     failure = { kind: 'harness', detail: errText(err), atUs: sched.nowUs };
-    w.trace(`harness error: ${err instanceof Error ? err.stack : String(err)}`);
+    w.trace(`harness error: ${errText(err)}`);
+    if (err instanceof Error && err.stack) w.detail(err.stack);
   } finally {
+    Error.stackTraceLimit = stackTraceLimit;
     switchBugsOff();
     process.off('unhandledRejection', onProcessError);
     timers.undo();

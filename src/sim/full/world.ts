@@ -51,6 +51,11 @@ export interface World {
   /** Named independent streams (see Prng.fork). */
   rng(label: string): Prng;
   trace(line: string): void;
+  /**
+   * Verbose-only detail, outside the trace and its hash: stack traces, which depend on the build (tsx or
+   * compiled) and are only captured in verbose runs (see run.ts, Error.stackTraceLimit).
+   */
+  detail?(line: string): void;
   /** A fresh positive pid for a process of this run. */
   nextPid(): number;
   /** Registers a live process under its pid (for lock files that ask whether a pid lives). */
