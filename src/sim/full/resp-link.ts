@@ -287,7 +287,7 @@ class SimRespServer {
           onClosed: (c) => this.sessions.delete(c.id),
         },
         {
-          // Harness bug 'resp-stale-arrival': requests look as if they arrived `STALE_ARRIVAL_MS` earlier, so a
+          // Harness bug 'resp-stale-arrival': requests look as if they arrived `STALE_ARRIVAL_MS` (a minute) earlier, so a
           // ReadIndex round that started before a request arrived may answer it (what decision 0004 forbids).
           monotonicMs: this.staleArrival ? () => proc.monoMs() - STALE_ARRIVAL_MS : () => proc.monoMs(),
           wallMs: () => Math.floor(proc.wallMs()),
@@ -303,7 +303,7 @@ const commandTable = (): ServerState['table'] => {
   return table;
 };
 
-const STALE_ARRIVAL_MS = 3_000;
+const STALE_ARRIVAL_MS = 60_000;
 
 /** Harness bugs of the RESP path (run.ts lists them with the others). */
 export const RESP_HARNESS_BUGS: readonly string[] = ['resp-reply-mixup', 'resp-stale-arrival'];
