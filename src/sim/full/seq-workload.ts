@@ -285,6 +285,7 @@ export class SeqClient {
       o.stats.respCalls += cmds.length;
       const answers = await this.respConn(target).pipeline(cmds);
       let movedTo: string | undefined;
+      let elsewhere = false;
       const out = answers.map((a) => {
         const v = a.outcome;
         if (typeof v === 'string') return { v: undefined, atUs: a.atUs };
@@ -293,7 +294,9 @@ export class SeqClient {
           if (m) {
             o.stats.respMoved++;
             movedTo = m[1];
-          } else if (!/^(CLUSTERDOWN|TRYAGAIN)/.test(v.value)) {
+          } else if (/^CLUSTERDOWN/.test(v.value)) {
+            elsewhere = true; // this node knows no leader (cut off, or an election): ask another one next
+          } else if (!/^TRYAGAIN/.test(v.value)) {
             this.world.trace(`${this.name} resp ${target}: -${v.value}`);
           }
           return { v: undefined, atUs: a.atUs };
@@ -301,7 +304,7 @@ export class SeqClient {
         return { v, atUs: a.atUs };
       });
       if (movedTo) this.respTarget = movedTo;
-      else if (answers.some((a) => typeof a.outcome === 'string')) this.respTarget = undefined; // try another node
+      else if (elsewhere || answers.some((a) => typeof a.outcome === 'string')) this.respTarget = undefined;
       if (!movedTo || cmds.length > 1 || hop >= 3) return out;
       target = movedTo;
     }
