@@ -92,7 +92,9 @@ export class HttpTransport {
     const started = this.o.monotonic();
     let attempts = 0;
     let redirects = 0;
-    let lastError: unknown = new Error('no attempt made');
+    // Set by every attempt that neither returns nor throws: an Error made up front (a stack captured on every call,
+    // the hot path of a busy client) was never seen.
+    let lastError: unknown;
     let backoff = 25;
     for (;;) {
       const endpoint = this.leader ?? this.pick();
