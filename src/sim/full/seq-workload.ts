@@ -373,7 +373,7 @@ export class SeqClient {
     this.sdk ??= new FloeClient({
       endpoints: this.endpoints,
       requestTimeoutMs: 1000,
-      fetch: this.fetch,
+      fetch: this.checkedAllocFetch(),
       clock: {
         now: () => Math.floor(proc.wallMs()),
         waitUntil: (ms: number) => proc.busyWaitUntilWall(ms),
@@ -401,6 +401,33 @@ export class SeqClient {
       this.sdkSeqs.set(key, s);
     }
     return s;
+  }
+
+  /**
+   * The SDK's fetch, with every successful segment allocation reply checked against its request (key, and
+   * `end − start` = the count asked) here, independently of FloeSequence's own check.
+   */
+  private checkedAllocFetch(): FetchLike {
+    return async (url, init) => {
+      const res = await this.fetch(url, init);
+      const m = /\/v1\/sequences\/([^/]+)\/alloc$/.exec(new URL(url).pathname);
+      if (!m || res.status !== 200) return res;
+      const text = await res.text();
+      let ok = false;
+      try {
+        const req = JSON.parse(init.body ?? '{}') as { count?: unknown };
+        const b = JSON.parse(text) as { key?: unknown; start?: unknown; end?: unknown };
+        ok =
+          b.key === decodeURIComponent(m[1] as string) &&
+          typeof b.start === 'string' &&
+          typeof b.end === 'string' &&
+          typeof req.count === 'number' &&
+          BigInt(b.end) - BigInt(b.start) === BigInt(req.count);
+      } catch {}
+      if (!ok)
+        this.mismatch(`FloeSequence's ${init.method} ${new URL(url).pathname} ${init.body ?? ''}`, text);
+      return { status: res.status, headers: res.headers, text: async () => text };
+    };
   }
 
   /** One value (`next()`) or a few (`nextBatch(n)`) of `key` from this process's FloeSequence. */
