@@ -9,6 +9,7 @@ import { SimTimer } from './process.js';
 import type { Scheduler } from './scheduler.js';
 
 const real = {
+  abortSignalTimeout: AbortSignal.timeout,
   setTimeout: globalThis.setTimeout,
   setInterval: globalThis.setInterval,
   clearTimeout: globalThis.clearTimeout,
@@ -41,12 +42,23 @@ export function routeGlobalTimers(sched: Scheduler): { undo(): void; unattribute
   globalThis.setInterval = make(true) as unknown as typeof setInterval;
   globalThis.clearTimeout = clear as typeof clearTimeout;
   globalThis.clearInterval = clear as typeof clearInterval;
+  // AbortSignal.timeout arms a real timer. The only code that takes these signals in a run (the SDK's transport, a
+  // node's segment allocation through the leader) hands them to the simulated fetch, which ignores them: it ends an
+  // attempt at the caller's timeout on the virtual clock (http-router.ts). The real timers fired in real time, in a
+  // later seed, each with a DOMException, and kept a WeakRef and a finalizer per signal (a few percent of a run, GC
+  // included). A run's AbortSignal.timeout gives a signal that does not abort; a delay the real one refuses (not an
+  // integer in [0, 2^32 - 1]) still goes to it, so that it throws as before.
+  AbortSignal.timeout = (ms: number) =>
+    Number.isInteger(ms) && ms >= 0 && ms <= 0xffff_ffff
+      ? new AbortController().signal
+      : real.abortSignalTimeout(ms);
   return {
     undo() {
       globalThis.setTimeout = real.setTimeout;
       globalThis.setInterval = real.setInterval;
       globalThis.clearTimeout = real.clearTimeout;
       globalThis.clearInterval = real.clearInterval;
+      AbortSignal.timeout = real.abortSignalTimeout;
       active = undefined;
     },
     unattributed: () => state.unattributed,
