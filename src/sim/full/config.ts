@@ -57,7 +57,14 @@ export type FaultKind =
    * Replies mixed up between clients for a while (a proxy or a reused keep-alive connection that desyncs): an SDK
    * client's lease call gets the answer of another client's call of the same kind, which was executed as sent.
    */
-  | 'replyMixup';
+  | 'replyMixup'
+  /**
+   * A client host loses every link to the cluster (both ways: a route or firewall change on its side), and its
+   * service is restarted while the cut lasts (a supervisor, a liveness probe that needs the network), so the
+   * replacement finds the cluster unreachable and may resume its lease from the cache; the host's wall clock is
+   * stepped (NTP) once the replacement runs; the cut lasts past a TTL, so the cluster expires the lease meanwhile.
+   */
+  | 'clientRestartCutOff';
 
 export const FAULT_KINDS: readonly FaultKind[] = [
   'partition',
@@ -80,6 +87,7 @@ export const FAULT_KINDS: readonly FaultKind[] = [
   'leaderTransfer',
   'membership',
   'replyMixup',
+  'clientRestartCutOff',
 ];
 
 /**
@@ -89,6 +97,10 @@ export const FAULT_KINDS: readonly FaultKind[] = [
 const LATE_FAULTS: readonly FaultKind[] = ['clientPowerLoss'];
 /** Faults added later still (a stream of their own again, so the draws of the first late stream stay as they were). */
 const LATE2_FAULTS: readonly FaultKind[] = ['replyMixup'];
+/** And later again (`config-late3`): every seed without them keeps its configuration and its run. */
+const LATE3_FAULTS: readonly FaultKind[] = ['clientRestartCutOff'];
+const isLate = (f: FaultKind) =>
+  LATE_FAULTS.includes(f) || LATE2_FAULTS.includes(f) || LATE3_FAULTS.includes(f);
 
 export interface Profile {
   name: string;
@@ -121,6 +133,7 @@ const CLIENTS: FaultKind[] = [
   'clientSuspend',
   'clockJump',
   'clientPowerLoss',
+  'clientRestartCutOff',
 ];
 
 export const PROFILES: Record<string, Profile> = {
@@ -217,6 +230,8 @@ export interface LeaseWorkloadConfig {
    * instead of the machine's: a cached monotonic deadline of a previous process does not compare with it.
    */
   processMonotonic: boolean;
+  /** The SDK's `acquireTimeoutMs` (undefined: its default, TTL + 2 s). */
+  acquireTimeoutMs?: number;
 }
 
 /** How a sequence client calls: the HTTP routes, RESP (INCR/INCRBY/SEQ.ALLOC), or the SDK's FloeSequence. */
@@ -300,7 +315,7 @@ export function drawConfig(seed: number, profileName: string, o: ConfigOverrides
   const nodes = o.nodes ?? 3;
   const weights: Partial<Record<FaultKind, number>> = {};
   for (const f of p.faults) {
-    if (LATE_FAULTS.includes(f) || LATE2_FAULTS.includes(f)) continue;
+    if (isLate(f)) continue;
     if (p.swarm) {
       if (rng.chance(0.5)) weights[f] = rng.range(1, 10);
     } else {
@@ -308,7 +323,7 @@ export function drawConfig(seed: number, profileName: string, o: ConfigOverrides
     }
   }
   if (p.swarm && p.faults.length > 0 && Object.keys(weights).length === 0) {
-    weights[rng.pick(p.faults.filter((f) => !LATE2_FAULTS.includes(f)))] = 5;
+    weights[rng.pick(p.faults.filter((f) => !LATE2_FAULTS.includes(f) && !LATE3_FAULTS.includes(f)))] = 5;
   }
   const late = new Prng(seed).fork('config-late');
   for (const f of p.faults) {
@@ -323,6 +338,20 @@ export function drawConfig(seed: number, profileName: string, o: ConfigOverrides
     else if (late2.chance(0.5)) weights[f] = late2.range(1, 10);
   }
   const seqClients = late2.chance(1 / 3) ? 2 : 0;
+  const late3 = new Prng(seed).fork('config-late3');
+  for (const f of p.faults) {
+    if (!LATE3_FAULTS.includes(f)) continue;
+    if (!p.swarm) weights[f] = 5;
+    else if (late3.chance(0.5)) weights[f] = late3.range(1, 10);
+  }
+  // With a restart while cut off, how long its services wait for the cluster before they resume from the cache: the
+  // SDK's default (TTL + 2 s), or a short wait, as a service that must come up quickly configures. Drawn only in
+  // those seeds, so every other seed runs as before.
+  // The fault matters with a lease cache (else there is nothing to resume), and most with the SDK on a per-process
+  // monotonic clock (a cached monotonic deadline then means nothing to the replacement): its seeds have the cache,
+  // and a per-process clock in about two thirds of them.
+  const cutOff = weights.clientRestartCutOff !== undefined;
+  const acquireTimeoutMs = cutOff && late3.chance(3 / 4) ? late3.pick([100, 250, 500, 1000]) : undefined;
   const noise = p.netNoise * rng.float();
   const net: NetConditions = {
     ...QUIET_NET,
@@ -366,8 +395,10 @@ export function drawConfig(seed: number, profileName: string, o: ConfigOverrides
       gapMs: [5, rng.range(20, 300)],
       releaseChance: rng.pick([0, 0.02, 0.1]),
       sharedNodeIds: rng.chance(0.3) ? 1 : 0,
-      cache: late.chance(0.5),
-      processMonotonic: late2.chance(0.3),
+      // Both drawn first in every seed (the streams stay as they were), then raised in the fault's seeds.
+      cache: late.chance(0.5) || cutOff,
+      processMonotonic: late2.chance(0.3) || (cutOff && late3.chance(0.5)),
+      ...(acquireTimeoutMs === undefined ? {} : { acquireTimeoutMs }),
     },
     seq: {
       clients: o.seqClients ?? seqClients,

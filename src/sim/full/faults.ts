@@ -55,10 +55,20 @@ export class FaultDirector {
   private transferring = false;
   private transferProc: SimProcess | undefined;
   private changeProc: SimProcess | undefined;
+  /**
+   * Client machines in a restart cut off from the cluster (`clientRestartCutOff`), and until when (global µs) their
+   * wall clock must not step back: a step across the restart, between the old process's last cache write and the
+   * replacement's resume, is outside the failure model (docs/client.md, "Clocks": the cached wall-clock deadline
+   * assumes none), and the oracle does not exempt it.
+   */
+  private readonly noBackStepUntil = new Map<Machine, number>();
 
   constructor(private readonly c: ClusterView) {
     this.rng = c.world.rng('faults');
     this.weights = { ...c.cfg.weights };
+    // The seed's deployments wait this long for the cluster before they resume from the cache (set before any
+    // client process starts).
+    for (const h of c.leaseClients) h.acquireTimeoutMs ??= c.cfg.lease.acquireTimeoutMs;
   }
 
   start(): void {
@@ -292,6 +302,7 @@ export class FaultDirector {
         ];
         const m = rng.pick(machines);
         const delta = (rng.chance(0.5) ? -1 : 1) * rng.range(1, 5_000);
+        if (delta < 0 && (this.noBackStepUntil.get(m) ?? 0) > c.world.sched.nowUs) return false;
         m.jumpWall(delta);
         this.trace(`${m.name} wall clock steps ${delta} ms`);
         return true;
@@ -359,6 +370,8 @@ export class FaultDirector {
         });
         return true;
       }
+      case 'clientRestartCutOff':
+        return this.restartCutOff();
       case 'clientSuspend': {
         const h = pickMaybe(rng, c.leaseClients);
         if (!h) return false;
@@ -472,6 +485,81 @@ export class FaultDirector {
     return true;
   }
 
+  /**
+   * A client host loses every link to the cluster (both ways); its service process dies soon after and its supervisor
+   * starts a replacement while the cut lasts, which finds the cluster unreachable (and, with a cache, may resume its
+   * lease from it). The host's wall clock steps once (NTP; back in two thirds of the cases): a backward step only
+   * after a process of the host resumed from its cache — a step back across the restart, between the old process's
+   * last cache write and the resume, is outside the failure model (docs/client.md, "Clocks": the cached wall-clock
+   * deadline assumes none; the oracle does not exempt it) — and a forward one once the replacement is past its
+   * acquire wait. The cut lasts a TTL and the step beyond that, so the cluster expires the lease and may grant the
+   * worker ID to another host meanwhile.
+   */
+  private restartCutOff(): boolean {
+    const c = this.c;
+    const rng = this.rng;
+    const sched = c.world.sched;
+    const now = sched.nowUs;
+    const ttlMs = c.cfg.lease.ttlMs;
+    // A host whose wall clock stepped back within the last TTL (its cache may hold a deadline written before the
+    // step) is not picked, nor one already cut off.
+    const h = pickMaybe(
+      rng,
+      c.leaseClients.filter(
+        (x) =>
+          x.live.length > 0 &&
+          !this.noBackStepUntil.has(x.machine) &&
+          !x.machine.clockEvents.some((e) => e.kind === 'wallBack' && e.atUs > now - (ttlMs + 1_000) * 1000),
+      ),
+    );
+    if (!h) return false;
+    const m = h.machine;
+    const crashAfterUs = rng.range(0, Math.floor(ttlMs / 4)) * 1000;
+    const restartUs = rng.range(10, 300) * 1000;
+    const jitterUs = rng.range(10, 300) * 1000;
+    const stepMs = (rng.chance(2 / 3) ? -1 : 1) * rng.range(1, 5_000);
+    const cutUs = ttlMs * 1000 + Math.abs(stepMs) * 1000 + this.outage();
+    // Every link of this client: the router's client-side cuts are named client->node and node->client.
+    const cut = this.members().flatMap((n) => [`${h.name}->${n.id}`, `${n.id}->${h.name}`]);
+    for (const l of cut) c.router.blocked.add(l);
+    // No other fault steps this wall clock back until the cut heals.
+    this.noBackStepUntil.set(m, Number.POSITIVE_INFINITY);
+    this.trace(`${h.name} cut off from every node (${cut.length / 2}): its service restarts while cut off`);
+    let stepped = false;
+    const step = (why: string) => {
+      if (stepped || this.healed) return;
+      stepped = true;
+      m.jumpWall(stepMs);
+      this.trace(`${m.name} wall clock steps ${stepMs} ms (cut off, ${why})`);
+    };
+    this.later(crashAfterUs, 'cut-off-crash', () => {
+      const old = h.live;
+      for (const p of old) h.crash(p);
+      // A kill in a busy wait lands when the wait ends (LeaseClientHost.crash); the supervisor restarts after it.
+      const deadUs = Math.max(sched.nowUs, ...old.map((p) => p.busyUntilUs));
+      sched.at(deadUs + restartUs, undefined, 'cut-off-restart', () => {
+        if (this.healed) return;
+        if (h.live.length === 0) h.spawn();
+        this.trace(`${h.name} restarted while cut off`);
+        h.onResumed = (p) => {
+          if (stepMs < 0 && !old.includes(p))
+            this.later(jitterUs, 'cut-off-wall-step', () => step(`after ${p.name} resumed`));
+        };
+        // Past the replacement's acquire wait (its budget, one request timeout and 10% for clock rates).
+        const waitMs = (h.acquireTimeoutMs ?? ttlMs + 2_000) + c.cfg.lease.requestTimeoutMs;
+        const waitUs = Math.ceil(waitMs * 1.1) * 1000 + jitterUs;
+        if (stepMs > 0) this.later(waitUs, 'cut-off-wall-step', () => step('past the acquire wait'));
+        this.later(waitUs + cutUs, 'cut-off-heal', () => {
+          for (const l of cut) c.router.blocked.delete(l);
+          this.noBackStepUntil.delete(m);
+          h.onResumed = undefined;
+          this.trace(`${h.name} reaches the cluster again`);
+        });
+      });
+    });
+    return true;
+  }
+
   private suspend(m: Machine): void {
     if (m.clock.suspended) return;
     this.trace(`${m.name} suspends`);
@@ -490,6 +578,8 @@ export class FaultDirector {
     c.net.conditions = { ...c.cfg.net };
     c.router.blocked.clear();
     c.router.mixup = 0;
+    this.noBackStepUntil.clear();
+    for (const l of c.leaseClients) l.onResumed = undefined;
     for (const h of this.members()) {
       h.diskFaults.syncEio = 0;
       h.diskFaults.slow = 1;

@@ -32,6 +32,8 @@ export interface LeaseClientSettings {
   cache: boolean;
   /** Each process gives the SDK a monotonic clock of its own (starting near 0, like `performance.now()`). */
   processMonotonic?: boolean;
+  /** The SDK's `acquireTimeoutMs` (undefined: its default). */
+  acquireTimeoutMs?: number;
 }
 
 /** Where a host's processes keep their lease (on the host machine's own disk). */
@@ -53,6 +55,14 @@ export class LeaseClientHost {
   lastIssuedUs = -1;
   /** The machine's disk, where the lease cache lives (a new view after each power loss). */
   disk: MemoryFs;
+  /**
+   * How long a process waits for the cluster in `leaseWorker` before giving up or resuming from the cache (the SDK's
+   * `acquireTimeoutMs`; undefined: its default). From the settings, or set from the seed's configuration
+   * (`LeaseWorkloadConfig.acquireTimeoutMs`) before the run starts.
+   */
+  acquireTimeoutMs: number | undefined;
+  /** Called when a process of this host resumes a lease from its cache (the fault director watches for it). */
+  onResumed: ((proc: SimProcess) => void) | undefined;
 
   constructor(
     private readonly world: World,
@@ -66,6 +76,7 @@ export class LeaseClientHost {
     private readonly oracle: IdOracle,
     private readonly stats: LeaseClientStats,
   ) {
+    this.acquireTimeoutMs = settings.acquireTimeoutMs;
     this.disk = new MemoryFs({ wallMs: () => Math.floor(machine.clock.wallAt(machine.clock.nowUs)) });
     // The service's directory exists (durably) before any process starts.
     void this.disk.mkdir('/svc').then(() => this.disk.syncDir('/'));
@@ -184,6 +195,7 @@ export class LeaseClientHost {
           layout: s.layout,
           requestId: shared ? `${this.name}-rq` : `${proc.name}-${rng.nextU32().toString(16)}`,
           ...(s.cache ? { cachePath: CLIENT_CACHE_PATH } : {}),
+          ...(this.acquireTimeoutMs === undefined ? {} : { acquireTimeoutMs: this.acquireTimeoutMs }),
         });
       } catch (err) {
         this.stats.acquireFailures++;
@@ -196,6 +208,7 @@ export class LeaseClientHost {
       w.trace(
         `${proc.name} ${lease.resumedFromCache ? 'resumed from cache' : 'leased'} worker ${lease.workerId} token ${lease.token} (floor ${lease.floorMs})`,
       );
+      if (lease.resumedFromCache) this.onResumed?.(proc);
       lease.on('lost', (e: Error) => {
         this.stats.lost++;
         w.trace(
