@@ -364,7 +364,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
         w.rng(name),
         cfg.seq.kinds[i],
         respNet,
-        members.map((m) => m.id),
+        () => hosts.filter((h) => !h.removed).map((h) => h.id),
       ),
     );
   }

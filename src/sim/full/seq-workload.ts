@@ -162,8 +162,8 @@ export class SeqClient {
     readonly kind: SeqClientKind = 'http',
     /** The RESP network (`resp` clients). */
     private readonly respNet?: RespNet,
-    /** Node ids whose RESP port a `resp` client may dial first. */
-    private readonly nodeIds: number[] = [],
+    /** The members a RESP client may dial: the operator keeps its list current as members are replaced (dialled first; MOVED leads on). */
+    private readonly nodeIds: () => number[] = () => [],
   ) {}
 
   stop(): void {
@@ -280,7 +280,7 @@ export class SeqClient {
    */
   private async respSend(cmds: string[][]): Promise<Array<{ v: RespValue | undefined; atUs: number }>> {
     const o = this.oracle;
-    let target = this.respTarget ?? respAddrOf(this.rng.pick(this.nodeIds));
+    let target = this.respTarget ?? respAddrOf(this.rng.pick(this.nodeIds()));
     for (let hop = 0; ; hop++) {
       o.stats.respCalls += cmds.length;
       const answers = await this.respConn(target).pipeline(cmds);
