@@ -138,6 +138,21 @@ export interface ServerCounters {
   errorReplies: number;
 }
 
+/** Every counter at zero (a server starting). */
+export function zeroServerCounters(): ServerCounters {
+  return {
+    totalConnections: 0,
+    rejectedConnections: 0,
+    totalCommands: 0,
+    protocolErrors: 0,
+    idleClosed: 0,
+    outputLimitClosed: 0,
+    requestTimeoutClosed: 0,
+    backpressurePauses: 0,
+    errorReplies: 0,
+  };
+}
+
 /** Presentation options (see `RespServerOptions`). */
 export interface PresentationOptions {
   mode: 'cluster' | 'standalone';

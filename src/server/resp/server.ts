@@ -13,7 +13,14 @@ import { instrumentCommandTable, type RespCommandObserver } from '../metrics-res
 import { mergeDefined, serveLimits } from '../serve-limits.js';
 import type { RespBackend } from './backend.js';
 import { ClientConnection, type CloseReason } from './client-connection.js';
-import type { CommandSpecInput, ServerCounters, ServerLogger, ServerState, Session } from './command.js';
+import {
+  type CommandSpecInput,
+  type ServerCounters,
+  type ServerLogger,
+  type ServerState,
+  type Session,
+  zeroServerCounters,
+} from './command.js';
 import { ALL_COMMANDS, buildCommandTable } from './commands/index.js';
 import { publish } from './commands/pubsub.js';
 import { type RespLimits, RespOptionError, resolveLimits } from './limits.js';
@@ -139,17 +146,7 @@ export async function startRespServer(opts: RespServerOptions): Promise<RespServ
   const refused = new Set<Socket>();
   /** Connected clients per remote IP address (maxClientsPerAddress). */
   const perAddress = new Map<string, number>();
-  const counters: ServerCounters = {
-    totalConnections: 0,
-    rejectedConnections: 0,
-    totalCommands: 0,
-    protocolErrors: 0,
-    idleClosed: 0,
-    outputLimitClosed: 0,
-    requestTimeoutClosed: 0,
-    backpressurePauses: 0,
-    errorReplies: 0,
-  };
+  const counters = zeroServerCounters();
   let nextId = 1;
   let listening = { host, port };
   const announced = opts.announce ? parseHostPort(opts.announce)! : undefined;

@@ -17,7 +17,7 @@
 
 import { respBackendOf } from '../../server/floe-services.js';
 import { ClientConnection, type RespSocket } from '../../server/resp/client-connection.js';
-import type { ServerCounters, ServerState, Session } from '../../server/resp/command.js';
+import { type ServerState, type Session, zeroServerCounters } from '../../server/resp/command.js';
 import { ALL_COMMANDS, buildCommandTable } from '../../server/resp/commands/index.js';
 import { resolveLimits } from '../../server/resp/limits.js';
 import { parseHostPort } from '../../server/resp/node-id.js';
@@ -241,17 +241,7 @@ class SimRespServer {
       auth: host.sm!.auth,
       ...(host.sequences ? { sequences: host.sequences } : {}),
     });
-    const counters: ServerCounters = {
-      totalConnections: 0,
-      rejectedConnections: 0,
-      totalCommands: 0,
-      protocolErrors: 0,
-      idleClosed: 0,
-      outputLimitClosed: 0,
-      requestTimeoutClosed: 0,
-      backpressurePauses: 0,
-      errorReplies: 0,
-    };
+    const counters = zeroServerCounters();
     const self = parseHostPort(respAddrOf(host.id))!;
     const trace = (level: string) => (obj: object, msg?: string) =>
       world.trace(`${proc.name} resp ${level}: ${msg ?? ''} ${JSON.stringify(obj).slice(0, 200)}`);
