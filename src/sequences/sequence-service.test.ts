@@ -315,21 +315,22 @@ describe('SequenceService: issued ranges (the audit trail ids_range)', () => {
 
 describe('SequenceService: one ReadIndex round for a pipeline (decision 0004)', () => {
   it('requests that arrived before a round started share it; a later arrival or another term needs a new one', async () => {
-    const { svc, node } = await setup({ segmentLifetimeMs: 0 });
+    const { svc, node, advance } = await setup({ segmentLifetimeMs: 0 });
     let rounds = 0;
     const read = node.linearizableRead.bind(node);
     node.linearizableRead = async () => {
       rounds++;
       await read();
     };
-    const arrived = performance.now();
+    // Arrivals are stamped on the service's monotonic clock, the one its rounds are stamped on.
+    const arrived = advance(1);
     // A pipeline of ten INCRs read in one chunk: they run one after another, all arrived before the first round.
     const got: bigint[] = [];
     for (let i = 0; i < 10; i++) got.push(await svc.incrBy('orders', 1n, { arrivedAt: arrived }));
     expect(got).toEqual(Array.from({ length: 10 }, (_, i) => BigInt(i + 1)));
     expect(rounds).toBe(1);
     // A request that arrived after that round started needs a round of its own.
-    await svc.incrBy('orders', 1n, { arrivedAt: performance.now() });
+    await svc.incrBy('orders', 1n, { arrivedAt: advance(1) });
     expect(rounds).toBe(2);
     // Without an arrival time: a round per request, as before.
     await svc.incrBy('orders', 1n);

@@ -32,7 +32,10 @@ export interface SequenceServiceOptions {
   state: SequenceStateMachine;
   /** This node's name in allocations (e.g. `node-1`). */
   owner: string;
-  /** Monotonic clock (ms) for the adaptive step. Default performance.now. */
+  /**
+   * Monotonic clock (ms) for the adaptive step and for ReadIndex rounds' start stamps, which are compared with
+   * `IncrOptions.arrivedAt`: callers must stamp arrivals on this clock. Default performance.now.
+   */
   monotonic?: () => number;
   /**
    * Told about the values handed out, as ranges per segment: when a segment is left, when values stop being
@@ -98,9 +101,9 @@ interface Segment {
 
 export interface IncrOptions {
   /**
-   * When the request arrived (performance.now(), at or after the moment the server had all of it, e.g. when the bytes
-   * that completed a pipelined command were read): a ReadIndex round that started at or after it, in the same term,
-   * may answer it (decision 0004). Absent: a round started by this call.
+   * When the request arrived, on the service's `monotonic` clock (performance.now() by default): at or after the
+   * moment the server had all of it, e.g. when the bytes that completed a pipelined command were read. A ReadIndex
+   * round that started at or after it, in the same term, may answer it (decision 0004). Absent: a round started by this call.
    */
   arrivedAt?: number;
 }
@@ -162,13 +165,15 @@ export class SequenceService {
   private requestSeq = 0;
 
   constructor(private readonly o: SequenceServiceOptions) {
+    this.mono = o.monotonic ?? (() => performance.now());
+    // Rounds are stamped on the clock callers stamp arrivals on (`IncrOptions.arrivedAt`): one clock, or the
+    // comparison "started after it arrived" means nothing.
     this.confirmer = new RoundCoalescer(
       () => o.node.linearizableRead(),
-      () => performance.now(),
+      this.mono,
       () => o.node.term(),
       o.readRoundsInFlight ?? 2,
     );
-    this.mono = o.monotonic ?? (() => performance.now());
     this.prefetchAt = o.prefetchAt ?? 0.5;
     if (!(this.prefetchAt > 0 && this.prefetchAt <= 1)) throw new Error('prefetchAt must be in (0, 1]');
     this.lifetime = o.segmentLifetimeMs ?? 15 * 60_000;
