@@ -3,6 +3,7 @@ import { decodeEnvelope, pack, unpack } from '../node/envelope.js';
 import { FloeStateMachine } from '../state/floe-state-machine.js';
 import type { LeaseStateMachine } from '../state/leases/lease-state-machine.js';
 import { SequenceStateMachine } from '../state/sequences/index.js';
+import type { SequenceCommand } from '../state/sequences/types.js';
 import { DurableStorage } from '../storage/durable-storage.js';
 import { type EtcdSecurity, etcd3SecurityOptions } from './etcd/etcd-security.js';
 import {
@@ -39,14 +40,8 @@ export interface LeaseExport {
   tombstones: { key: string; highWater: string }[];
 }
 
-export interface SequenceExport {
-  key: string;
-  start: string;
-  max: string;
-  step: number;
-  minStep: number;
-  maxStep: number;
-  mode: 'strict' | 'node';
+/** A sequence's configuration (as its create command carries it) and its allocation state. */
+export interface SequenceExport extends Omit<Extract<SequenceCommand, { op: 'create' }>, 'op'> {
   /** The first value no segment was allocated from (every value ever issued is below it). */
   highWater: string;
   allocations: number;
