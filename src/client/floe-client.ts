@@ -214,7 +214,7 @@ export class FloeClient {
   sequence(key: string, options: SequenceOptions = {}): FloeSequence {
     if (typeof key !== 'string' || key.length === 0)
       throw new ClientOptionError('key', 'a non-empty string', key);
-    return new FloeSequence(this.transport, key, options);
+    return new FloeSequence(this.transport, key, options, this.ctx.mono);
   }
 
   /**

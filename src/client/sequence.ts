@@ -1,4 +1,5 @@
 import { SegmentBuffer, type SegmentBufferStats } from '../id/segment-buffer.js';
+import type { MonotonicClock } from './clocks.js';
 import { ReplyMismatchError } from './errors.js';
 import type { HttpTransport } from './http-transport.js';
 
@@ -31,6 +32,8 @@ export class FloeSequence {
     private readonly transport: HttpTransport,
     readonly key: string,
     o: SequenceOptions = {},
+    /** Times segments for the adaptive step: a duration, so the monotonic clock (a wall step must not resize it). */
+    monotonic?: MonotonicClock,
   ) {
     const step = o.step ?? 1000;
     const budgetMs = o.fetchTimeoutMs ?? 10_000;
@@ -39,6 +42,7 @@ export class FloeSequence {
       minStep: o.minStep ?? step,
       maxStep: o.maxStep ?? step * 100,
       initialStep: step,
+      ...(monotonic ? { clock: { now: monotonic } } : {}),
       ...(o.targetDurationMs !== undefined ? { targetDurationMs: o.targetDurationMs } : {}),
       prefetchRatio: o.prefetchRatio ?? 0.5,
       fetch: async (count) => {

@@ -390,12 +390,13 @@ export class SeqClient {
     });
     let s = this.sdkSeqs.get(key);
     if (!s) {
-      // A fixed step: FloeSequence's buffer adapts its step on the real clock (no seam for it yet), which
-      // would make runs differ; with minStep = maxStep the adaptation has nothing to change.
+      // Leaf's adaptive step, timed on the process's virtual monotonic clock (the client's `monotonic`), with a
+      // target duration short enough that segments grow and shrink within a run.
       s = this.sdk.sequence(key, {
         step: this.cfg.step,
         minStep: this.cfg.step,
-        maxStep: this.cfg.step,
+        maxStep: this.cfg.step * 4,
+        targetDurationMs: 300,
         fetchTimeoutMs: 3000,
       });
       this.sdkSeqs.set(key, s);
