@@ -21,6 +21,7 @@ import type { LeaseClientHost } from './lease-workload.js';
 import type { NetConditions, VirtualNetwork } from './network.js';
 import type { NodeHost } from './node-host.js';
 import type { Machine, SimProcess } from './process.js';
+import type { SeqClient } from './seq-workload.js';
 import type { World } from './world.js';
 
 export interface ClusterView {
@@ -29,6 +30,7 @@ export interface ClusterView {
   hosts: NodeHost[];
   leaseClients: LeaseClientHost[];
   kvClients: KvClient[];
+  seqClients: SeqClient[];
   net: VirtualNetwork;
   router: HttpRouter;
   /** Starts a new machine that joins the cluster (its member must then be added). */
@@ -45,6 +47,8 @@ export interface FaultStats {
 export class FaultDirector {
   readonly stats: FaultStats = { injected: {}, skipped: 0, promotedEmpty: 0 };
   private readonly rng: Prng;
+  /** Faults on sequence clients (their own stream: seeds without them draw nothing from it). */
+  private readonly seqRng: Prng;
   private healed = false;
   private partitionEpoch = 0;
   private noiseEpoch = 0;
@@ -65,6 +69,7 @@ export class FaultDirector {
 
   constructor(private readonly c: ClusterView) {
     this.rng = c.world.rng('faults');
+    this.seqRng = c.world.rng('faults-seq');
     this.weights = { ...c.cfg.weights };
     // The seed's deployments wait this long for the cluster before they resume from the cache (set before any
     // client process starts).
@@ -319,6 +324,19 @@ export class FaultDirector {
         return true;
       }
       case 'clientCrash': {
+        // Sequence clients crash too (a third of the crashes, in seeds that have them). Drawn from a stream of its
+        // own, so seeds without sequence clients keep their runs.
+        const seq = c.seqClients.filter((x) => x.crashable);
+        if (seq.length > 0 && this.seqRng.chance(1 / 3)) {
+          const s = this.seqRng.pick(seq);
+          s.crash();
+          this.later(
+            this.seqRng.range(c.cfg.outageMs[0], c.cfg.outageMs[1]) * 1000,
+            'restart-seq-client',
+            () => s.restart(),
+          );
+          return true;
+        }
         const h = pickMaybe(
           rng,
           c.leaseClients.filter((x) => x.live.length > 0),
@@ -593,6 +611,7 @@ export class FaultDirector {
       for (const p of l.live) if (p.paused) p.resume();
       if (l.live.length === 0) l.spawn();
     }
+    for (const s of c.seqClients) s.restart();
     c.world.trace('heal: every fault ended');
   }
 }

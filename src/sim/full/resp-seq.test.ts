@@ -80,4 +80,16 @@ describe('sequence clients over RESP and FloeSequence in the full simulator', ()
     expect(r.failure?.kind).toMatch(/^(duplicate-id|reply-mismatch|sequence-order)$/);
     expect((await runFullSim({ seed: 6000, seqClients: 3 })).failure).toBeUndefined();
   });
+
+  it('sequence clients crash mid-call and restart (RESP connections and FloeSequence buffers die with them), with no duplicate or step back', {
+    timeout: 240_000,
+  }, async () => {
+    let crashes = 0;
+    for (const seed of [6000, 6001, 6002]) {
+      const r = await runFullSim({ seed, profile: 'clients', seqClients: 3 });
+      expect(r.failure).toBeUndefined();
+      crashes += r.stats.seq.crashes;
+    }
+    expect(crashes).toBeGreaterThan(2);
+  });
 });

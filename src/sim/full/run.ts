@@ -357,7 +357,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
         w,
         name,
         proc,
-        router.fetchFor(proc, name, 1000),
+        (p) => router.fetchFor(p, name, 1000),
         endpoints,
         cfg.seq,
         seqOracle,
@@ -384,7 +384,17 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
     });
   }
 
-  const director = new FaultDirector({ world: w, cfg, hosts, leaseClients, kvClients, net, router, addNode });
+  const director = new FaultDirector({
+    world: w,
+    cfg,
+    hosts,
+    leaseClients,
+    kvClients,
+    seqClients,
+    net,
+    router,
+    addNode,
+  });
   director.start();
 
   // Production code constructs errors on hot paths (NotLeaderError on every follower's 307, refused leases, the

@@ -24,7 +24,7 @@ import type { Prng } from '../prng.js';
 import type { SeqClientKind, SeqWorkloadConfig } from './config.js';
 import { callLeader } from './http-router.js';
 import { errText } from './node-host.js';
-import type { SimProcess } from './process.js';
+import { SimProcess } from './process.js';
 import { RespConnection, type RespValue, show } from './resp-client.js';
 import { type RespNet, respAddrOf } from './resp-link.js';
 import type { World } from './world.js';
@@ -53,6 +53,8 @@ export interface SeqStats {
   respMoved: number;
   /** Values the SDK's FloeSequence handed out. */
   sdkValues: number;
+  /** Sequence client processes killed (`clientCrash`), each followed by a new process. */
+  crashes: number;
 }
 
 /** What every sequence client was given, checked as it arrives (uniqueness) and at the end (order). */
@@ -66,6 +68,7 @@ export class SeqOracle {
     respOk: 0,
     respMoved: 0,
     sdkValues: 0,
+    crashes: 0,
   };
   readonly strict: StrictCall[] = [];
   /** Per key: every value handed out, and who got it. */
@@ -147,14 +150,19 @@ export async function createSequences(
 /** One sequence client process: one call at a time, until stopped. */
 export class SeqClient {
   private stopped = false;
+  /** The workload has started (the sequences exist): only then may the process crash and restart. */
+  private started = false;
+  private incarnations = 1;
+  private fetch: FetchLike;
   /** Global µs of this client's latest successful strict call (liveness after healing). */
   lastStrictOkUs = -1;
 
   constructor(
     private readonly world: World,
     readonly name: string,
-    readonly proc: SimProcess,
-    private readonly fetch: FetchLike,
+    /** The current process: a crash kills it, `restart` starts the next one on the same machine. */
+    public proc: SimProcess,
+    private readonly fetchFor: (proc: SimProcess) => FetchLike,
     private readonly endpoints: string[],
     private readonly cfg: SeqWorkloadConfig,
     private readonly oracle: SeqOracle,
@@ -164,16 +172,59 @@ export class SeqClient {
     private readonly respNet?: RespNet,
     /** The members a RESP client may dial: the operator keeps its list current as members are replaced (dialled first; MOVED leads on). */
     private readonly nodeIds: () => number[] = () => [],
-  ) {}
+  ) {
+    this.fetch = fetchFor(proc);
+  }
 
   stop(): void {
     this.stopped = true;
   }
 
+  /** Running, and past the creation of the sequences (a crash before would leave nobody to create them). */
+  get crashable(): boolean {
+    return this.started && this.proc.alive && !this.stopped;
+  }
+
+  /**
+   * The process dies mid-call: a call in flight never returns (the values it was given are a gap, as in production),
+   * and what the process held goes with it: its RESP connections and its FloeSequence objects with their buffers.
+   */
+  crash(): void {
+    if (!this.proc.alive) return;
+    this.world.trace(`${this.proc.name} crash`);
+    this.proc.kill();
+    this.oracle.stats.crashes++;
+    this.respConns.clear();
+    this.respTarget = undefined;
+    this.sdk = undefined;
+    this.sdkSeqs.clear();
+    this.sdkLast.clear();
+  }
+
+  /** A new process of this client on the same machine, which takes up the workload (after a crash). */
+  restart(): void {
+    if (this.proc.alive) return;
+    const w = this.world;
+    const proc = new SimProcess(
+      w.sched,
+      this.proc.machine,
+      `${this.name}#${++this.incarnations}`,
+      w.nextPid(),
+    );
+    w.register(proc);
+    this.proc = proc;
+    this.fetch = this.fetchFor(proc);
+    w.trace(`${proc.name} start`);
+    if (this.started) w.sched.after(0, proc, 'seq-start', () => void this.run());
+  }
+
   async run(): Promise<void> {
-    while (!this.stopped && this.proc.alive) {
-      await this.proc.sleep(this.rng.range(this.cfg.thinkMs[0], this.cfg.thinkMs[1]));
-      if (this.stopped || !this.proc.alive) return;
+    this.started = true;
+    // This process's loop: after a crash it never wakes again, and the next process runs its own.
+    const proc = this.proc;
+    while (!this.stopped && proc.alive) {
+      await proc.sleep(this.rng.range(this.cfg.thinkMs[0], this.cfg.thinkMs[1]));
+      if (this.stopped || !proc.alive) return;
       await this.one();
     }
   }
