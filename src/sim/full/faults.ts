@@ -179,8 +179,12 @@ export class FaultDirector {
       }
       case 'clientPartition': {
         const names = [...c.leaseClients.map((h) => h.name), ...c.kvClients.map((k) => k.name)];
-        if (names.length === 0) return false;
-        const client = rng.pick(names);
+        // Sequence clients' links too (HTTP and RESP), a third of the cuts in seeds with them, from their own stream.
+        let client: string;
+        if (c.seqClients.length > 0 && this.seqRng.chance(1 / 3))
+          client = this.seqRng.pick(c.seqClients).name;
+        else if (names.length === 0) return false;
+        else client = rng.pick(names);
         const node = rng.pick(this.members()).id;
         const dirs = rng.pick(['both', 'to', 'from'] as const);
         const links = [
