@@ -54,6 +54,10 @@ export interface PeerNetStats {
   corruptCaught: number;
   corruptDelivered: number;
   drains: number;
+  /** Snapshots delivered to a node through a snapshot stream, and the senders' outcomes. */
+  snapshotsDelivered: number;
+  snapshotsOk: number;
+  snapshotsFailed: number;
 }
 
 /** Harness bugs of the transport path (run.ts lists them with the others). */
@@ -330,6 +334,9 @@ export class PeerNet {
     corruptCaught: 0,
     corruptDelivered: 0,
     drains: 0,
+    snapshotsDelivered: 0,
+    snapshotsOk: 0,
+    snapshotsFailed: 0,
   };
   readonly rng: Prng;
   private readonly listeners = new Map<string, ListenEntry>();
@@ -389,10 +396,15 @@ export class PeerNet {
       onMessage: (m) => {
         vnet.stats.delivered++;
         vnet.onDeliver?.(m.to);
+        if (m.type === 'snap') this.stats.snapshotsDelivered++;
         sink.onMessage(m);
       },
       onUnreachable: (p) => sink.onUnreachable(p),
-      onSnapshotStatus: (p, ok) => sink.onSnapshotStatus(p, ok),
+      onSnapshotStatus: (p, ok) => {
+        if (ok) this.stats.snapshotsOk++;
+        else this.stats.snapshotsFailed++;
+        sink.onSnapshotStatus(p, ok);
+      },
       logger: {
         info: (obj, msg) => w.detail?.(`${proc.name} info: ${msg} ${JSON.stringify(obj)}`),
         warn: log('warn'),
