@@ -2,7 +2,7 @@ import { crc32c } from '@node-rs/crc32';
 import type { NodeId, SnapshotMessage } from '../raft/types.js';
 import { messageToTuple, pack, TupleReader, tupleToMessage, unpack } from './codec.js';
 import { ProtocolError, TransportError } from './errors.js';
-import { encodeFrame, encodeFrameHeader, FrameKind } from './frame.js';
+import { encodeFrame, encodeFrameHeader, encodeFrameTrailer, FrameKind } from './frame.js';
 import type { FramedSocket } from './framed-socket.js';
 import { defaultTimers, type TimerHandle, type TransportTimers } from './timers.js';
 
@@ -87,7 +87,9 @@ export function streamSnapshot(p: SnapshotSendParams): Promise<void> {
         offset.writeUInt32BE(sent % 2 ** 32, 4);
         conn.write(Buffer.concat([head, offset]));
         // A view of the caller's bytes: no copy of the snapshot is made on the sending side.
-        conn.write(data.subarray(sent, sent + n));
+        const chunk = data.subarray(sent, sent + n);
+        conn.write(chunk);
+        conn.write(encodeFrameTrailer(FrameKind.snapChunk, offset, chunk));
         sent += n;
       }
       socket.uncork();

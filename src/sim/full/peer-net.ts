@@ -11,7 +11,8 @@
 // - delay and delay spikes: the run's one-way delay per segment (`NetConditions`);
 // - loss: a lost segment is retransmitted, 200 ms later per loss (TCP's minimum RTO);
 // - a corrupted segment is caught by TCP's checksum and retransmitted (a stall); the harness bug
-//   `peer-corrupt-delivered` delivers it instead, as if it passed TCP's 16-bit checksum;
+//   `peer-corrupt-delivered` delivers it instead, as if it passed TCP's 16-bit checksum (the transport's
+//   frame checksum must then catch it and close the connection);
 // - a partition (any directed link blocked, one-way included) stalls the bytes that would cross it:
 //   they wait, retransmitted with a doubling RTO (200 ms .. 3.2 s), and flow again once it heals,
 //   unless the transport's idle timeout closed the connection first;
@@ -58,6 +59,8 @@ export interface PeerNetStats {
   snapshotsDelivered: number;
   snapshotsOk: number;
   snapshotsFailed: number;
+  /** Connections closed by the transport because a frame failed its checksum (either end's log). */
+  frameChecksumFailures: number;
 }
 
 /** Harness bugs of the transport path (run.ts lists them with the others). */
@@ -337,6 +340,7 @@ export class PeerNet {
     snapshotsDelivered: 0,
     snapshotsOk: 0,
     snapshotsFailed: 0,
+    frameChecksumFailures: 0,
   };
   readonly rng: Prng;
   private readonly listeners = new Map<string, ListenEntry>();
@@ -385,8 +389,11 @@ export class PeerNet {
     const [host, port] = splitAddr(addr);
     const log =
       (level: string) =>
-      (obj: object, msg: string): void =>
-        w.trace(`${proc.name} ${level}: ${msg} ${JSON.stringify(obj).slice(0, 200)}`);
+      (obj: object, msg: string): void => {
+        const text = JSON.stringify(obj);
+        if (text.includes('frame checksum mismatch')) this.stats.frameChecksumFailures++;
+        w.trace(`${proc.name} ${level}: ${msg} ${text.slice(0, 200)}`);
+      };
     const t = await PeerTransport.start({
       nodeId: id,
       clusterId: 'sim',

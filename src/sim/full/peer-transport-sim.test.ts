@@ -68,23 +68,29 @@ describe('the production PeerTransport inside the full-stack simulation', () => 
     }
   });
 
-  // Teeth: Floe's frames carry no checksum of their own (docs/transport.md, "Known limits": no per-frame integrity
-  // without TLS), so bytes corrupted past TCP's checksum reach Raft as a different, well-formed message. With
-  // `peer-corrupt-delivered` the simulated TCP lets corrupted segments through; the Raft checker sees a follower
-  // persist an entry the leader never wrote. The same seed passes without the switch.
-  it('finds corrupted bytes delivered past the TCP checksum (harness bug peer-corrupt-delivered)', {
+  // Teeth: with `peer-corrupt-delivered` the simulated TCP lets corrupted segments through (as its 16-bit checksum
+  // sometimes does). The transport's frame checksum (wire version 2) must catch them and close the connection; with
+  // `transport-no-frame-crc` (src/testing/bug-switches.ts: wire version 1, which had none) they reach Raft as
+  // different, well-formed messages, and the Raft checker sees a follower persist an entry its leader never wrote.
+  it('catches corrupted bytes past TCP with the frame checksum; without it the oracle finds the damage', {
     timeout: 300_000,
   }, async () => {
-    const bad = await runFullSim({
+    const caught = await runFullSim({
       seed: 1,
       profile: 'net',
       ...production,
       bugs: ['peer-corrupt-delivered'],
     });
+    expectClean(caught);
+    expect(caught.stats.peerNet?.corruptDelivered).toBeGreaterThan(0);
+    expect(caught.stats.peerNet?.frameChecksumFailures).toBeGreaterThan(0);
+    const bad = await runFullSim({
+      seed: 1,
+      profile: 'net',
+      ...production,
+      bugs: ['peer-corrupt-delivered', 'transport-no-frame-crc'],
+    });
     expect(bad.failure?.kind).toBe('raft');
     expect(bad.failure?.detail).toMatch(/log-matching/);
-    expect(bad.stats.peerNet?.corruptDelivered).toBeGreaterThan(0);
-    const good = await runFullSim({ seed: 1, profile: 'net', ...production });
-    expectClean(good);
   });
 });
