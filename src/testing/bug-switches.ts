@@ -26,6 +26,8 @@
  * - `tick-without-catch` (issue 9 item 6): the node's tick timer lets an exception escape (the process dies instead
  *   of stopping with its reason), and `linearizableRead` arms its timeout before the core accepts the read, so a
  *   read the core refuses at once (a stale cached leader) leaves an orphaned promise that rejects later, unhandled.
+ * - `transport-no-frame-crc` (issue 10): the peer transport's frame decoder does not check the frame checksum, so bytes
+ *   corrupted in transit past TCP's checksum reach Raft as a different message (wire version 1 had no checksum).
  */
 export const BUG_SWITCHES = [
   'client-two-generators',
@@ -37,6 +39,7 @@ export const BUG_SWITCHES = [
   'no-reply-check',
   'cached-mono-deadline',
   'tick-without-catch',
+  'transport-no-frame-crc',
 ] as const;
 export type BugSwitch = (typeof BUG_SWITCHES)[number];
 

@@ -14,6 +14,7 @@ import {
   newNonce,
   proofMatches,
 } from './handshake.js';
+import { defaultTimers, type TransportTimers } from './timers.js';
 
 export interface AcceptParams {
   key: Buffer;
@@ -29,6 +30,10 @@ export interface AcceptParams {
   claim(peer: NodeId, channel: Channel, conn: FramedSocket): boolean;
   onAccepted(peer: NodeId, channel: Channel, conn: FramedSocket): void;
   onRejected(err: HandshakeError, claimedPeer: NodeId | undefined): void;
+  /** Default Node's global timers. */
+  timers?: TransportTimers;
+  /** Nonce bytes. Default crypto.randomBytes. */
+  randomBytes?: (n: number) => Buffer;
 }
 
 /**
@@ -40,10 +45,11 @@ export interface AcceptParams {
 export function acceptHandshake(conn: FramedSocket, p: AcceptParams): void {
   let done = false;
   let claimed: NodeId | undefined;
+  const timers = p.timers ?? defaultTimers;
   const fail = (reason: HandshakeRejectReason, message: string) => {
     if (done) return;
     done = true;
-    clearTimeout(timer);
+    timers.clearTimeout(timer);
     const err = new HandshakeError(reason, message);
     p.onRejected(err, claimed);
     if (!conn.isClosed) {
@@ -51,12 +57,12 @@ export function acceptHandshake(conn: FramedSocket, p: AcceptParams): void {
       conn.endGracefully(err);
     }
   };
-  const timer = setTimeout(
+  const timer = timers.setTimeout(
     () => fail('timeout', `handshake did not finish within ${p.timeoutMs} ms (handshakeTimeoutMs)`),
     p.timeoutMs,
   );
   conn.onClose((cause) => {
-    clearTimeout(timer);
+    timers.clearTimeout(timer);
     if (done) return;
     done = true;
     const err =
@@ -98,7 +104,7 @@ export function acceptHandshake(conn: FramedSocket, p: AcceptParams): void {
           listenerId: p.selfId,
           channel: hello.channel,
           dialerNonce: hello.nonce,
-          listenerNonce: newNonce(),
+          listenerNonce: newNonce(p.randomBytes),
         };
         conn.write(
           encodeFrame(
@@ -126,7 +132,7 @@ export function acceptHandshake(conn: FramedSocket, p: AcceptParams): void {
         );
       }
       done = true;
-      clearTimeout(timer);
+      timers.clearTimeout(timer);
       conn.setHandler(() => {});
       conn.setMaxFrameBytes(p.maxFrameBytes);
       conn.write(encodeFrame(FrameKind.accept));

@@ -15,10 +15,11 @@ import {
   newNonce,
   proofMatches,
 } from './handshake.js';
-import type { SocketFactory } from './socket-factory.js';
+import type { AnySocketFactory } from './socket-factory.js';
+import { defaultTimers, type TransportTimers } from './timers.js';
 
 export interface DialParams {
-  factory: SocketFactory;
+  factory: AnySocketFactory;
   target: { host: string; port: number };
   key: Buffer;
   clusterId: string;
@@ -32,6 +33,10 @@ export interface DialParams {
   now: () => number;
   /** Called with the raw socket at once, so the owner can destroy it on close(). */
   track(socket: FramedSocket): void;
+  /** Default Node's global timers. */
+  timers?: TransportTimers;
+  /** Nonce bytes. Default crypto.randomBytes. */
+  randomBytes?: (n: number) => Buffer;
 }
 
 /**
@@ -42,7 +47,8 @@ export interface DialParams {
 export function dialPeer(p: DialParams): Promise<FramedSocket> {
   return new Promise((resolve, reject) => {
     let settled = false;
-    const dialerNonce = newNonce();
+    const timers = p.timers ?? defaultTimers;
+    const dialerNonce = newNonce(p.randomBytes);
     const socket = p.factory.connect(p.target, () => {
       const hello = encodeHello({
         version: WIRE_VERSION,
@@ -54,9 +60,9 @@ export function dialPeer(p: DialParams): Promise<FramedSocket> {
       });
       conn.write(encodeFrame(FrameKind.hello, hello));
     });
-    const conn = new FramedSocket(socket, HANDSHAKE_MAX_FRAME_BYTES, p.now);
+    const conn = new FramedSocket(socket, HANDSHAKE_MAX_FRAME_BYTES, p.now, timers);
     p.track(conn);
-    const timer = setTimeout(() => {
+    const timer = timers.setTimeout(() => {
       conn.close(
         new HandshakeError(
           'timeout',
@@ -65,7 +71,7 @@ export function dialPeer(p: DialParams): Promise<FramedSocket> {
       );
     }, p.timeoutMs);
     conn.onClose((cause) => {
-      clearTimeout(timer);
+      timers.clearTimeout(timer);
       if (settled) return;
       settled = true;
       reject(cause ?? new HandshakeError('closed', 'the peer closed the connection during the handshake'));
@@ -104,7 +110,7 @@ export function dialPeer(p: DialParams): Promise<FramedSocket> {
       }
       if (kind !== FrameKind.accept)
         throw new ProtocolError(`handshake: expected ACCEPT, got frame kind ${kind}`);
-      clearTimeout(timer);
+      timers.clearTimeout(timer);
       settled = true;
       conn.setHandler(() => {});
       conn.setMaxFrameBytes(p.maxFrameBytes);

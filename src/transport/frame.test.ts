@@ -1,7 +1,13 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ProtocolError } from './errors.js';
-import { encodeFrame, encodeFrameHeader, FrameDecoder, type FrameKindCode } from './frame.js';
+import {
+  encodeFrame,
+  encodeFrameHeader,
+  encodeFrameTrailer,
+  FrameDecoder,
+  type FrameKindCode,
+} from './frame.js';
 
 function decodeAll(decoder: FrameDecoder, pieces: Buffer[]): { kind: number; payload: number[] }[] {
   const out: { kind: number; payload: number[] }[] = [];
@@ -53,7 +59,9 @@ describe('frame codec', () => {
 
   it('writes the header separately with the same bytes as a whole frame', () => {
     const payload = Buffer.from([1, 2, 3]);
-    expect(Buffer.concat([encodeFrameHeader(10, 3), payload])).toEqual(encodeFrame(10, payload));
+    const pieces = [encodeFrameHeader(10, 3), payload.subarray(0, 1), payload.subarray(1)];
+    pieces.push(encodeFrameTrailer(10, pieces[1]!, pieces[2]!));
+    expect(Buffer.concat(pieces)).toEqual(encodeFrame(10, payload));
   });
 
   it('rejects an oversized length prefix as soon as the 4 prefix bytes arrive, before any payload', () => {
@@ -75,6 +83,31 @@ describe('frame codec', () => {
   it('rejects a zero length prefix (a frame has at least its kind byte)', () => {
     expect(() => new FrameDecoder(1024).push(Buffer.from([0, 0, 0, 0]), () => {})).toThrow(
       /length prefix is 0/,
+    );
+  });
+
+  // Regression (found by the full-stack simulator, peer-corrupt-delivered): a frame corrupted in transit past TCP's
+  // checksum was delivered as a different, well-formed frame — a follower persisted an entry its leader never wrote.
+  it('never delivers a frame with a bit flipped anywhere in it (the frame checksum refuses it)', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 12 }),
+        fc.uint8Array({ maxLength: 200 }),
+        fc.nat(),
+        (kind, payload, at) => {
+          const frame = Buffer.from(encodeFrame(kind as FrameKindCode, payload));
+          const bit = at % (frame.length * 8);
+          frame[bit >> 3] = (frame[bit >> 3] as number) ^ (1 << (bit & 7));
+          const got: number[] = [];
+          try {
+            new FrameDecoder(1024).push(frame, (k) => got.push(k));
+          } catch (err) {
+            expect(err).toBeInstanceOf(ProtocolError);
+          }
+          expect(got).toEqual([]);
+        },
+      ),
+      { numRuns: 2000 },
     );
   });
 

@@ -1,12 +1,18 @@
+import { crc32c } from '@node-rs/crc32';
+import { bugOn } from '../testing/bug-switches.js';
 import { ProtocolError } from './errors.js';
 
 /**
  * Wire framing: every frame is
  *
- *   u32 big-endian length L | u8 kind | L-1 bytes of payload
+ *   u32 big-endian length L | u8 kind | L-1 bytes of payload | u32 big-endian crc32c(kind ‖ payload)
  *
  * L counts the kind byte and the payload, so L >= 1. The receiver checks L against its limit before
- * buffering anything beyond the 4-byte prefix, so a hostile length can never make it allocate.
+ * buffering anything beyond the 4-byte prefix, so a hostile length can never make it allocate. The
+ * CRC-32C trailer (since wire version 2) catches bytes corrupted in transit that TCP's 16-bit checksum
+ * let through: a frame that fails it closes the connection and is never delivered. A corrupted length
+ * prefix either exceeds the limit, or makes the receiver take a wrong span whose checksum fails, or
+ * leaves it waiting for bytes that never come (then the idle timeout closes the connection).
  */
 export const FrameKind = {
   /** dialer → listener: version, cluster id, both node ids, channel, dialer nonce. */
@@ -38,18 +44,33 @@ export const FrameKind = {
 export type FrameKindCode = (typeof FrameKind)[keyof typeof FrameKind];
 
 export const FRAME_HEADER_BYTES = 5;
+export const FRAME_TRAILER_BYTES = 4;
 const LENGTH_BYTES = 4;
 
 /** Builds one frame in a single buffer (one copy of the payload, one socket write). */
 export function encodeFrame(kind: FrameKindCode, payload: Uint8Array = EMPTY): Buffer {
-  const frame = Buffer.allocUnsafe(FRAME_HEADER_BYTES + payload.length);
+  const end = FRAME_HEADER_BYTES + payload.length;
+  const frame = Buffer.allocUnsafe(end + FRAME_TRAILER_BYTES);
   frame.writeUInt32BE(1 + payload.length, 0);
   frame[LENGTH_BYTES] = kind;
   frame.set(payload, FRAME_HEADER_BYTES);
+  frame.writeUInt32BE(crc32c(frame.subarray(LENGTH_BYTES, end)) >>> 0, end);
   return frame;
 }
 
-/** The 5-byte header of a frame whose payload is written separately (snapshot chunks: no copy). */
+/**
+ * The 4-byte checksum trailer of a frame written in pieces (encodeFrameHeader, then the payload in `parts`
+ * as written: their concatenation is the payload).
+ */
+export function encodeFrameTrailer(kind: FrameKindCode, ...parts: Uint8Array[]): Buffer {
+  let crc = crc32c(Buffer.of(kind));
+  for (const p of parts) crc = crc32c(p, crc);
+  const trailer = Buffer.allocUnsafe(FRAME_TRAILER_BYTES);
+  trailer.writeUInt32BE(crc >>> 0, 0);
+  return trailer;
+}
+
+/** The 5-byte header of a frame whose payload is written separately (snapshot chunks: no copy); the trailer follows it. */
 export function encodeFrameHeader(kind: FrameKindCode, payloadBytes: number): Buffer {
   const header = Buffer.allocUnsafe(FRAME_HEADER_BYTES);
   header.writeUInt32BE(1 + payloadBytes, 0);
@@ -97,9 +118,15 @@ export class FrameDecoder {
           `frame length prefix ${length} exceeds the limit of ${this.maxFrameBytes} bytes (maxFrameBytes)`,
         );
       }
-      if (this.buffered < LENGTH_BYTES + length) return;
+      if (this.buffered < LENGTH_BYTES + length + FRAME_TRAILER_BYTES) return;
       this.skip(LENGTH_BYTES);
       const frame = this.take(length);
+      const expected = this.take(FRAME_TRAILER_BYTES).readUInt32BE(0);
+      if (crc32c(frame) >>> 0 !== expected && !bugOn('transport-no-frame-crc')) {
+        throw new ProtocolError(
+          `frame checksum mismatch (kind ${frame[0]}, ${length} bytes): corrupted in transit`,
+        );
+      }
       onFrame(frame[0]!, frame.subarray(1));
     }
   }

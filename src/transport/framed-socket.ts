@@ -1,5 +1,6 @@
-import type { Socket } from 'node:net';
 import { FrameDecoder } from './frame.js';
+import type { PeerSocket } from './socket-factory.js';
+import { defaultTimers, type TransportTimers } from './timers.js';
 
 export type FrameHandler = (kind: number, payload: Buffer) => void;
 
@@ -20,9 +21,10 @@ export class FramedSocket {
   lastReceivedAt: number;
 
   constructor(
-    readonly socket: Socket,
+    readonly socket: PeerSocket,
     maxFrameBytes: number,
     private readonly now: () => number,
+    private readonly timers: TransportTimers = defaultTimers,
   ) {
     this.decoder = new FrameDecoder(maxFrameBytes);
     this.lastReceivedAt = now();
@@ -90,9 +92,9 @@ export class FramedSocket {
     if (this.socket.destroyed) return;
     this.socket.end();
     // The peer may never read or close its end; do not let the socket outlive a short grace period.
-    const timer = setTimeout(() => this.socket.destroy(), 1000);
-    timer.unref();
-    this.socket.once('close', () => clearTimeout(timer));
+    const timer = this.timers.setTimeout(() => this.socket.destroy(), 1000);
+    timer.unref?.();
+    this.socket.once('close', () => this.timers.clearTimeout(timer));
   }
 
   private onData(chunk: Buffer): void {

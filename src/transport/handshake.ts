@@ -42,8 +42,8 @@ export interface HandshakeContext {
   listenerNonce: Uint8Array;
 }
 
-export function newNonce(): Buffer {
-  return randomBytes(NONCE_BYTES);
+export function newNonce(random: (n: number) => Buffer = randomBytes): Buffer {
+  return random(NONCE_BYTES);
 }
 
 /** The secret as key bytes. */

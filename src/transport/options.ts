@@ -1,8 +1,10 @@
+import { randomBytes } from 'node:crypto';
 import { HostPortError, parseHostPort } from '../net/host-port.js';
 import type { Message, NodeId } from '../raft/types.js';
 import { TransportOptionError } from './errors.js';
 import { MAX_CLUSTER_ID_LENGTH } from './handshake.js';
-import { defaultSocketFactory, type SocketFactory } from './socket-factory.js';
+import { type AnySocketFactory, defaultSocketFactory } from './socket-factory.js';
+import { defaultTimers, type TransportTimers } from './timers.js';
 
 /** Pino-compatible logging subset. The transport logs objects first, message second. */
 export interface TransportLogger {
@@ -61,7 +63,11 @@ export interface PeerTransportOptions {
   /** Monotonic milliseconds. Default performance.now. */
   now?: () => number;
   /** How sockets and the server are made: plain TCP by default; node:tls slots in here (see docs/transport.md). */
-  socketFactory?: SocketFactory;
+  socketFactory?: AnySocketFactory;
+  /** Timers for backoff, timeouts and keepalives. Default Node's global timers. */
+  timers?: TransportTimers;
+  /** Random bytes for handshake nonces. Default crypto.randomBytes. */
+  randomBytes?: (n: number) => Buffer;
 }
 
 export const DEFAULTS = {
@@ -168,6 +174,8 @@ export function resolveOptions(o: PeerTransportOptions): ResolvedOptions {
     random: o.random ?? Math.random,
     now: o.now ?? (() => performance.now()),
     socketFactory: o.socketFactory ?? defaultSocketFactory,
+    timers: o.timers ?? defaultTimers,
+    randomBytes: o.randomBytes ?? randomBytes,
   };
   r.idleTimeoutMs = int(o, 'idleTimeoutMs', r.keepaliveIntervalMs + 1, 3_600_000);
   r.backoffMaxMs = int(o, 'backoffMaxMs', r.backoffBaseMs, 600_000);

@@ -6,6 +6,7 @@ import { encodeFrame, FrameKind } from './frame.js';
 import type { FramedSocket } from './framed-socket.js';
 import type { ResolvedOptions } from './options.js';
 import { SendQueue } from './send-queue.js';
+import type { TimerHandle } from './timers.js';
 
 /** What a link needs from the transport that owns it. */
 export interface LinkContext {
@@ -42,7 +43,7 @@ export class PeerLink {
   private readonly backoff: Backoff;
   private waitingDrain = false;
   private flushScheduled = false;
-  private reconnectTimer: NodeJS.Timeout | undefined;
+  private reconnectTimer: TimerHandle | undefined;
   private lastPingAt = 0;
   private everConnected = false;
   private failuresInARow = 0;
@@ -117,7 +118,7 @@ export class PeerLink {
     if (this.conn) {
       this.conn.close(new Error('peer address changed'));
     } else if (this.state === 'backoff') {
-      clearTimeout(this.reconnectTimer);
+      this.ctx.opts.timers.clearTimeout(this.reconnectTimer);
       this.connect();
     }
   }
@@ -145,7 +146,7 @@ export class PeerLink {
   stop(): void {
     if (this.state === 'stopped') return;
     this.state = 'stopped';
-    clearTimeout(this.reconnectTimer);
+    this.ctx.opts.timers.clearTimeout(this.reconnectTimer);
     this.queue.clear();
     this.conn?.close();
   }
@@ -193,6 +194,8 @@ export class PeerLink {
       maxFrameBytes: o.maxFrameBytes,
       now: o.now,
       track: (c) => this.ctx.track(c),
+      timers: o.timers,
+      randomBytes: o.randomBytes,
     }).then(
       (conn) => this.onConnected(conn),
       (err: unknown) => {
@@ -261,7 +264,8 @@ export class PeerLink {
   private scheduleReconnect(): void {
     if (this.state === 'stopped') return;
     this.state = 'backoff';
-    clearTimeout(this.reconnectTimer);
-    this.reconnectTimer = setTimeout(() => this.connect(), this.backoff.next());
+    const timers = this.ctx.opts.timers;
+    timers.clearTimeout(this.reconnectTimer);
+    this.reconnectTimer = timers.setTimeout(() => this.connect(), this.backoff.next());
   }
 }

@@ -2,8 +2,9 @@ import { crc32c } from '@node-rs/crc32';
 import type { NodeId, SnapshotMessage } from '../raft/types.js';
 import { messageToTuple, pack, TupleReader, tupleToMessage, unpack } from './codec.js';
 import { ProtocolError, TransportError } from './errors.js';
-import { encodeFrame, encodeFrameHeader, FrameKind } from './frame.js';
+import { encodeFrame, encodeFrameHeader, encodeFrameTrailer, FrameKind } from './frame.js';
 import type { FramedSocket } from './framed-socket.js';
+import { defaultTimers, type TimerHandle, type TransportTimers } from './timers.js';
 
 /**
  * Snapshot streaming over a dedicated connection (channel "snap"), so a large snapshot never sits in
@@ -27,6 +28,8 @@ export interface SnapshotSendParams {
   chunkBytes: number;
   /** The stream fails when the listener is silent this long. */
   idleTimeoutMs: number;
+  /** Default Node's global timers. */
+  timers?: TransportTimers;
 }
 
 /** Thrown (as a rejection) when the listener reports failure in SNAP_DONE. */
@@ -48,18 +51,19 @@ export function streamSnapshot(p: SnapshotSendParams): Promise<void> {
     let sent = 0;
     let acked = 0;
     let settled = false;
-    let idle: NodeJS.Timeout | undefined;
+    let idle: TimerHandle | undefined;
+    const timers = p.timers ?? defaultTimers;
     const finish = (err?: Error) => {
       if (settled) return;
       settled = true;
-      clearTimeout(idle);
+      timers.clearTimeout(idle);
       conn.endGracefully();
       if (err) reject(err);
       else resolve();
     };
     const armIdle = () => {
-      clearTimeout(idle);
-      idle = setTimeout(
+      timers.clearTimeout(idle);
+      idle = timers.setTimeout(
         () =>
           conn.close(
             new TransportError('ERR_SNAPSHOT_TIMEOUT', `the peer was silent for ${p.idleTimeoutMs} ms`),
@@ -83,7 +87,9 @@ export function streamSnapshot(p: SnapshotSendParams): Promise<void> {
         offset.writeUInt32BE(sent % 2 ** 32, 4);
         conn.write(Buffer.concat([head, offset]));
         // A view of the caller's bytes: no copy of the snapshot is made on the sending side.
-        conn.write(data.subarray(sent, sent + n));
+        const chunk = data.subarray(sent, sent + n);
+        conn.write(chunk);
+        conn.write(encodeFrameTrailer(FrameKind.snapChunk, offset, chunk));
         sent += n;
       }
       socket.uncork();

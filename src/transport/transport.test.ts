@@ -4,7 +4,7 @@ import { createServer, connect as netConnect, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { HeartbeatMessage, Message, NodeId, SnapshotMessage } from '../raft/types.js';
 import { acceptHandshake } from './accept.js';
-import { encodeMessage, messageToTuple, pack } from './codec.js';
+import { encodeMessage, messageToTuple, pack, WIRE_VERSION } from './codec.js';
 import { dialPeer } from './dial.js';
 import { encodeFrame, FrameDecoder, FrameKind, type FrameKindCode } from './frame.js';
 import { FramedSocket } from './framed-socket.js';
@@ -94,7 +94,7 @@ function helloFrame(fields: Partial<{ clusterId: string; dialerId: number; liste
   return encodeFrame(
     FrameKind.hello,
     encodeHello({
-      version: 1,
+      version: WIRE_VERSION,
       clusterId: fields.clusterId ?? TEST_CLUSTER,
       dialerId: fields.dialerId ?? 3,
       listenerId: fields.listenerId ?? 2,

@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import type { AddressInfo, Server, Socket } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import type { Message, NodeId, SnapshotMessage } from '../raft/types.js';
 import { acceptHandshake } from './accept.js';
 import { decodeMessage, encodeMessage } from './codec.js';
@@ -16,6 +16,8 @@ import {
 } from './options.js';
 import { type LinkContext, PeerLink } from './peer-link.js';
 import { receiveSnapshot, streamSnapshot } from './snapshot-stream.js';
+import type { PeerServer, PeerSocket } from './socket-factory.js';
+import type { TimerHandle } from './timers.js';
 
 /** Per-peer figures in stats(). */
 export interface PeerStats {
@@ -101,7 +103,7 @@ const PONG_FRAME = encodeFrame(FrameKind.pong);
 export class PeerTransport extends EventEmitter<TransportEvents> {
   readonly address: { host: string; port: number };
   private readonly opts: ResolvedOptions;
-  private readonly server: Server;
+  private readonly server: PeerServer;
   private readonly links = new Map<NodeId, PeerLink>();
   private readonly inbound = new Map<string, FramedSocket>();
   private readonly inboundCounters = new Map<NodeId, InboundCounters>();
@@ -113,11 +115,11 @@ export class PeerTransport extends EventEmitter<TransportEvents> {
   private unsendable = 0;
   private deliveryErrors = 0;
   private pendingHandshakes = 0;
-  private readonly ticker: NodeJS.Timeout;
+  private readonly ticker: TimerHandle;
   private readonly linkContext: LinkContext;
   private closing: Promise<void> | undefined;
 
-  private constructor(opts: ResolvedOptions, server: Server) {
+  private constructor(opts: ResolvedOptions, server: PeerServer) {
     super();
     this.opts = opts;
     this.server = server;
@@ -130,8 +132,8 @@ export class PeerTransport extends EventEmitter<TransportEvents> {
       changed: (event, peer) => this.notify(event, peer),
     };
     const period = Math.max(5, Math.floor(Math.min(opts.keepaliveIntervalMs, opts.idleTimeoutMs) / 2));
-    this.ticker = setInterval(() => this.tick(), period);
-    this.ticker.unref();
+    this.ticker = opts.timers.setInterval(() => this.tick(), period);
+    this.ticker.unref?.();
     for (const [id, addr] of opts.peers) this.addPeer(id, addr);
   }
 
@@ -139,7 +141,7 @@ export class PeerTransport extends EventEmitter<TransportEvents> {
   static async start(options: PeerTransportOptions): Promise<PeerTransport> {
     const opts = resolveOptions(options);
     let transport: PeerTransport | undefined;
-    const pendingSockets: Socket[] = [];
+    const pendingSockets: PeerSocket[] = [];
     const server = opts.socketFactory.createServer((socket) => {
       if (transport) transport.onSocket(socket);
       else {
@@ -276,7 +278,7 @@ export class PeerTransport extends EventEmitter<TransportEvents> {
   }
 
   private async shutdown(): Promise<void> {
-    clearInterval(this.ticker);
+    this.opts.timers.clearInterval(this.ticker);
     for (const link of this.links.values()) link.stop();
     const serverClosed = new Promise<void>((resolve) => this.server.close(() => resolve()));
     const socketsClosed = [...this.sockets].map((s) => {
@@ -350,9 +352,17 @@ export class PeerTransport extends EventEmitter<TransportEvents> {
       maxFrameBytes: o.maxFrameBytes,
       now: o.now,
       track: (c) => this.track(c),
+      timers: o.timers,
+      randomBytes: o.randomBytes,
     })
       .then((conn) =>
-        streamSnapshot({ conn, msg: m, chunkBytes: o.snapshotChunkBytes, idleTimeoutMs: o.idleTimeoutMs }),
+        streamSnapshot({
+          conn,
+          msg: m,
+          chunkBytes: o.snapshotChunkBytes,
+          idleTimeoutMs: o.idleTimeoutMs,
+          timers: o.timers,
+        }),
       )
       .then(
         () => {
@@ -414,7 +424,7 @@ export class PeerTransport extends EventEmitter<TransportEvents> {
   // ------------------------------------------------------------------------------------------
   // Receiving
 
-  private onSocket(socket: Socket): void {
+  private onSocket(socket: PeerSocket): void {
     if (this.closing) {
       socket.destroy();
       return;
@@ -429,7 +439,7 @@ export class PeerTransport extends EventEmitter<TransportEvents> {
       socket.destroy();
       return;
     }
-    const conn = new FramedSocket(socket, HANDSHAKE_MAX_FRAME_BYTES, this.opts.now);
+    const conn = new FramedSocket(socket, HANDSHAKE_MAX_FRAME_BYTES, this.opts.now, this.opts.timers);
     this.track(conn);
     this.pendingHandshakes++;
     const remote = `${socket.remoteAddress}:${socket.remotePort}`;
@@ -439,6 +449,8 @@ export class PeerTransport extends EventEmitter<TransportEvents> {
       selfId: this.opts.nodeId,
       timeoutMs: this.opts.handshakeTimeoutMs,
       maxFrameBytes: this.opts.maxFrameBytes,
+      timers: this.opts.timers,
+      randomBytes: this.opts.randomBytes,
       isKnownPeer: (id) => this.links.has(id),
       claim: (peer, channel, c) => {
         const k = key(peer, channel);

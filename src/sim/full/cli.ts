@@ -12,6 +12,8 @@
 //   --heal-seconds S   simulated seconds the healed cluster has to recover (default 15)
 //   --storage durable|memory   DurableStorage on the MemoryFs twin (default), or MemoryNodeStorage
 //   --eio-restart reboot|process   how a node that stopped on an fsync error is restarted (default reboot)
+//   --peer-transport sim|production|drawn   Raft traffic through the simulator's NodeTransport, the production
+//                      PeerTransport over simulated TCP, or either as the seed draws it (default drawn)
 //   --bug NAME         re-introduce a known bug (repeatable; test-only switches, see docs/simulator-full.md)
 //   --workarounds none|A,B   harness workarounds for open findings (default: all of them, see docs)
 //   --jobs J           run seeds in J child processes (default 1)
@@ -43,7 +45,7 @@ interface Cli {
 
 const USAGE = `usage: npm run sim:full -- [--seeds N] [--start S] [--seed S] [--profile P] [--nodes N]
          [--clients N] [--kv-clients N] [--seq-clients N] [--seconds S] [--heal-seconds S] [--storage durable|memory]
-         [--eio-restart reboot|process] [--bug NAME]... [--workarounds none|LIST] [--jobs J] [--tail N]
+         [--eio-restart reboot|process] [--peer-transport sim|production|drawn] [--bug NAME]... [--workarounds none|LIST] [--jobs J] [--tail N]
          [--verbose] [--json]
 profiles:
 ${PROFILE_NAMES.map((n) => `  ${n.padEnd(9)} ${PROFILES[n]?.summary ?? ''}`).join('\n')}`;
@@ -73,6 +75,7 @@ function parse(argv: string[]): Cli {
       'heal-seconds': { type: 'string' },
       storage: { type: 'string' },
       'eio-restart': { type: 'string' },
+      'peer-transport': { type: 'string' },
       bug: { type: 'string', multiple: true },
       workarounds: { type: 'string' },
       jobs: { type: 'string' },
@@ -95,6 +98,10 @@ function parse(argv: string[]): Cli {
   const eio = values['eio-restart'] ?? 'reboot';
   if (eio !== 'reboot' && eio !== 'process') {
     throw new UsageError(`--eio-restart must be reboot or process, got "${eio}"`);
+  }
+  const peerTransport = values['peer-transport'] ?? 'drawn';
+  if (peerTransport !== 'sim' && peerTransport !== 'production' && peerTransport !== 'drawn') {
+    throw new UsageError(`--peer-transport must be sim, production or drawn, got "${peerTransport}"`);
   }
   const one = int('seed', values.seed, 0, MAX_SEED);
   const count = int('seeds', values.seeds, 1, 100_000_000) ?? 100;
@@ -121,6 +128,7 @@ function parse(argv: string[]): Cli {
   keep('heal-seconds', values['heal-seconds']);
   keep('storage', storage, 'durable');
   keep('eio-restart', eio, 'reboot');
+  keep('peer-transport', peerTransport, 'drawn');
   for (const b of values.bug ?? []) replayArgs.push('--bug', b);
   keep('workarounds', values.workarounds);
   const workarounds =
@@ -149,6 +157,7 @@ function parse(argv: string[]): Cli {
       healSeconds: int('heal-seconds', values['heal-seconds'], 1, 3_600),
       storage,
       eioRestart: eio,
+      peerTransport,
       bugs: values.bug ?? [],
       ...(workarounds === undefined ? {} : { workarounds }),
     },

@@ -7,6 +7,7 @@ import { defineLayout, type Layout, resolveLayout } from '../../id/index.js';
 import { Prng } from '../prng.js';
 import { type NetConditions, QUIET_NET } from './network.js';
 import type { NodeSettings } from './node-host.js';
+import type { PeerTransportConfig } from './peer-net.js';
 
 export type FaultKind =
   /** Symmetric, one-way or partial partitions between nodes. */
@@ -275,6 +276,8 @@ export interface SimConfig {
   maxImpairedNodes: number;
   /** How long an outage lasts, ms [min, max]. */
   outageMs: [number, number];
+  /** Raft traffic through the production PeerTransport over simulated TCP (peer-net.ts), and its settings. */
+  transport: PeerTransportConfig;
 }
 
 export interface ConfigOverrides {
@@ -286,6 +289,8 @@ export interface ConfigOverrides {
   seconds?: number;
   healSeconds?: number;
   storage?: 'durable' | 'memory';
+  /** Raft traffic: the simulator's NodeTransport ('sim'), the production PeerTransport, or drawn per seed (default). */
+  peerTransport?: 'sim' | 'production' | 'drawn';
 }
 
 export const COARSE_LAYOUT: Layout = defineLayout({
@@ -413,5 +418,18 @@ export function drawConfig(seed: number, profileName: string, o: ConfigOverrides
     faultGapMs: faulty ? [20, rng.range(100, 1_500)] : [1_000, 1_000],
     maxImpairedNodes: rng.range(1, nodes),
     outageMs: [10, rng.range(200, 4_000)],
+    transport: drawTransport(seed, o.peerTransport ?? 'drawn'),
+  };
+}
+
+/** From a stream of its own (`config-late4-transport`), so every other draw of a seed stays as it was. */
+function drawTransport(seed: number, mode: 'sim' | 'production' | 'drawn'): PeerTransportConfig {
+  const r = new Prng(seed).fork('config-late4-transport');
+  const drawn = r.chance(0.5);
+  return {
+    production: mode === 'drawn' ? drawn : mode === 'production',
+    sndBufBytes: r.pick([2 * 1024, 16 * 1024, 208 * 1024]),
+    resetChance: r.pick([0, 0, 0.0005, 0.005]),
+    snapshotChunkBytes: r.pick([1024, 4096, 1024 * 1024]),
   };
 }

@@ -10,7 +10,7 @@ import { LeaseService } from '../../lease/lease-service.js';
 import type { MemberInfo } from '../../node/members.js';
 import { MemoryNodeStorage } from '../../node/memory-seams.js';
 import { FloeNode, type NodeLogger } from '../../node/node.js';
-import type { NodeStorage, TransportSink } from '../../node/seams.js';
+import type { NodeStorage, NodeTransport, TransportSink } from '../../node/seams.js';
 import type { ConfState, Message, NodeId, Storage } from '../../raft/types.js';
 import { httpRemoteAlloc, SequenceService, sequenceNodeOf } from '../../sequences/index.js';
 import { FloeStateMachine } from '../../state/floe-state-machine.js';
@@ -90,6 +90,8 @@ export class NodeHost {
       stopped(host: NodeHost, reason: string): void;
       /** HTTP from this node's process to other members (a follower's segment allocation through the leader). */
       memberFetch(proc: SimProcess, name: string): FetchLike;
+      /** The production PeerTransport over simulated TCP (peer-net.ts), in seeds that run it; else network.ts. */
+      peerTransport?(proc: SimProcess, sink: TransportSink): Promise<NodeTransport>;
     },
     clockRate: number,
     wallEpochMs: number,
@@ -167,7 +169,10 @@ export class NodeHost {
       onSnapshotStatus: (p: NodeId, ok: boolean) =>
         this.guard(proc, 'onSnapshotStatus', () => node?.onSnapshotStatus(p, ok)),
     };
-    const transport = this.net.attach(this.id, proc, sink);
+    const transport = this.hooks.peerTransport
+      ? await this.hooks.peerTransport(proc, sink)
+      : this.net.attach(this.id, proc, sink);
+    if (!proc.alive) return;
     const logger: NodeLogger = {
       info: () => {},
       warn: (obj, msg) => this.log(proc, 'warn', obj, msg),

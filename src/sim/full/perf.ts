@@ -1,13 +1,18 @@
 // CPU time per seed of the full-stack simulation (process.cpuUsage, so other jobs on the machine do not
-// count), after a warm-up: `npx tsx src/sim/full/perf.ts [profile] [seeds] [start] [seqClients]`.
-// seqClients: a number forces the sequence workload's client count; omitted, each seed draws it.
+// count), after a warm-up: `npx tsx src/sim/full/perf.ts [profile] [seeds] [start] [seqClients] [peerTransport]`.
+// seqClients: a number forces the sequence workload's client count; omitted or `drawn`, each seed draws it.
+// peerTransport: sim, production or drawn (default drawn), as the CLI's --peer-transport.
 import { runFullSim } from './run.js';
 
-const [profile = 'swarm', seedsRaw = '40', startRaw = '1000', seqRaw] = process.argv.slice(2);
+const [profile = 'swarm', seedsRaw = '40', startRaw = '1000', seqRaw, ptRaw = 'drawn'] =
+  process.argv.slice(2);
 const seeds = Number(seedsRaw);
 const start = Number(startRaw);
-const seqClients = seqRaw === undefined ? undefined : Number(seqRaw);
-const opts = { profile, ...(seqClients === undefined ? {} : { seqClients }) };
+const seqClients = seqRaw === undefined || seqRaw === 'drawn' ? undefined : Number(seqRaw);
+if (ptRaw !== 'sim' && ptRaw !== 'production' && ptRaw !== 'drawn')
+  throw new Error(`peerTransport must be sim, production or drawn, got "${ptRaw}"`);
+const peerTransport: 'sim' | 'production' | 'drawn' = ptRaw;
+const opts = { profile, peerTransport, ...(seqClients === undefined ? {} : { seqClients }) };
 
 for (let s = 1; s <= 5; s++) await runFullSim({ seed: 900_000 + s, ...opts });
 const before = process.cpuUsage();
@@ -19,6 +24,6 @@ for (let seed = start; seed < start + seeds; seed++) {
 const used = process.cpuUsage(before);
 const cpuS = (used.user + used.system) / 1e6;
 console.log(
-  `${profile} seqClients=${seqRaw ?? 'drawn'}: ${seeds} seeds, ${(cpuS / seeds).toFixed(3)} s CPU per seed, ` +
+  `${profile} seqClients=${seqRaw ?? 'drawn'} peerTransport=${peerTransport}: ${seeds} seeds, ${(cpuS / seeds).toFixed(3)} s CPU per seed, ` +
     `${(seeds / cpuS).toFixed(2)} seeds/s per core, ${failures} failing`,
 );

@@ -15,6 +15,7 @@ import { checkKvHistories, KvClient, KvHistory } from './kv-workload.js';
 import { LeaseClientHost, type LeaseClientStats } from './lease-workload.js';
 import { VirtualNetwork } from './network.js';
 import { errText, NodeHost } from './node-host.js';
+import { PEER_HARNESS_BUGS, PeerNet, type PeerNetStats } from './peer-net.js';
 import { Machine, MachineClock, SimProcess } from './process.js';
 import { RaftObserver } from './raft-observer.js';
 import { RESP_HARNESS_BUGS, RespNet, respAddrOf } from './resp-link.js';
@@ -63,6 +64,8 @@ export interface FullSimStats {
   /** Lease replies delivered to another client's request (`replyMixup`). */
   mixedUpReplies: number;
   faults: FaultStats;
+  /** Simulated TCP between node processes, in seeds with the production PeerTransport. */
+  peerNet?: PeerNetStats;
 }
 
 export interface FullSimResult {
@@ -87,6 +90,7 @@ const HARNESS_BUGS: readonly string[] = [
   'client-shared-incarnation',
   'client-wall-stops-in-suspend',
   ...RESP_HARNESS_BUGS,
+  ...PEER_HARNESS_BUGS,
 ];
 
 /** Workarounds for findings still open in production code (on by default; see FullSimOptions.workarounds). */
@@ -183,6 +187,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
   );
   net.onSend = (m) => observer.sent(m);
   net.onDeliver = (to) => observer.delivering(to);
+  const peerNet = cfg.transport.production ? new PeerNet(w, net, cfg.transport) : undefined;
   const router = new HttpRouter(w, () => net.conditions);
   router.nodeLinkBlocked = (a, b) => net.isBlocked(a, b);
   const oracle = new IdOracle(w);
@@ -236,6 +241,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
         leaseEvent: (_id, e) => oracle.leaseEvent(e),
         stopped: (host, reason) => supervise(host, reason),
         memberFetch: (proc, name) => router.fetchFor(proc, name, 1000),
+        ...(peerNet ? { peerTransport: (proc, sink) => peerNet.start(m.id, proc, sink, m.peerAddr) } : {}),
       },
       rate(),
       WALL_EPOCH_MS + rng.range(-2_000, 2_000),
@@ -458,6 +464,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
       seq: seqOracle.stats,
       mixedUpReplies: router.stats.mixedUp,
       faults: director.stats,
+      ...(peerNet ? { peerNet: peerNet.stats } : {}),
     },
     config: cfg,
     elapsedMs: performance.now() - started,
