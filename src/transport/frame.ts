@@ -102,7 +102,8 @@ export class FrameDecoder {
 
   /**
    * Feeds received bytes and calls onFrame for every complete frame, in order. Throws ProtocolError on
-   * a zero or oversized length prefix; the caller must then close the connection (the decoder is
+   * a zero or oversized length prefix or a CRC-32C trailer that does not match (nothing of that frame is delivered;
+   * frames before it in the same chunk passed their own check and were); the caller must then close the connection (the decoder is
    * left unusable). Exceptions from onFrame propagate and leave the remaining bytes buffered.
    */
   push(chunk: Buffer, onFrame: (kind: number, payload: Buffer) => void): void {

@@ -11,7 +11,7 @@ import { type HandshakeRejectReason, ProtocolError } from './errors.js';
  *   dialer → listener   AUTH      [proofD]             proofD = HMAC(secret, transcript("dialer"))
  *   listener → dialer   ACCEPT    []
  *
- * transcript(role) = "floe-peer-v1" | role | clusterId | dialerId | listenerId | channel | nonceD | nonceL,
+ * transcript(role) = "floe-peer-v2" | role | clusterId | dialerId | listenerId | channel | nonceD | nonceL,
  * each field length-prefixed so no two different field lists give the same bytes. The role label
  * keeps a listener's proof from ever being replayed as a dialer's proof. Nonces are 32 fresh random
  * bytes from each side, so a proof is worthless outside its own connection.
