@@ -301,6 +301,7 @@ export function sequenceBackendOf(seqs: SequenceService): SequenceBackend {
         }
       }),
     incrBy: (key, count, opts) => call(() => seqs.incrBy(key, count, opts)),
+    incrByNow: (key, count, arrivedAt) => seqs.incrByNow(key, count, arrivedAt),
     get: (key) =>
       call(async () => {
         try {

@@ -71,6 +71,11 @@ export interface SequenceBackend {
   delete(key: string): Promise<boolean>;
   /** Reserves `count` consecutive values and returns the last (INCR = incrBy(key, 1n)). */
   incrBy(key: string, count: bigint, opts?: { arrivedAt?: number }): Promise<bigint>;
+  /**
+   * Optional: `incrBy` answered synchronously when the backend can (a strict key whose leadership check already
+   * confirmed after `arrivedAt`), else undefined and the server calls `incrBy`. Never throws.
+   */
+  incrByNow?(key: string, count: bigint, arrivedAt: number): bigint | undefined;
   /** The last value issued (see docs/sequences.md); undefined when no such sequence exists. */
   get(key: string): Promise<bigint | undefined>;
   /** A segment [start, end) of exactly `count` values for a client. */
