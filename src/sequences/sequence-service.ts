@@ -247,15 +247,45 @@ export class SequenceService {
    * it. Never throws.
    */
   incrByNow(key: string, count: bigint, arrivedAt: number): bigint | undefined {
+    const ks = this.servingNow(key, count, arrivedAt);
+    if (ks === undefined) return undefined;
+    const took = this.take(key, ks, count);
+    if (took !== undefined) this.maybePrefetch(key, ks);
+    return took;
+  }
+
+  /**
+   * `times` requests `incrBy(key, count)` that arrived together (a pipeline of the same INCR), answered now as
+   * `incrByNow` answers one: the results of the first k of them in order (k ≤ times; 0 when none can be answered
+   * now, and the rest then go through `incrBy`). Each gets the next `count` values; the segment in use is finished
+   * before the spare is started, as one request at a time would (no gap). Never throws.
+   */
+  incrRepeatedNow(key: string, count: bigint, times: number, arrivedAt: number): bigint[] {
+    const out: bigint[] = [];
+    const ks = this.servingNow(key, count, arrivedAt);
+    if (ks === undefined) return out;
+    while (out.length < times) {
+      // As many whole requests as the segment in use still holds, at least one (which may start the spare).
+      const cur = ks.current;
+      let k = cur === undefined ? 1 : Number((cur.end - cur.next) / count);
+      k = Math.max(1, Math.min(k, times - out.length));
+      const last = this.take(key, ks, count * BigInt(k));
+      if (last === undefined) break;
+      for (let v = last - count * BigInt(k - 1); v <= last; v += count) out.push(v);
+    }
+    this.maybePrefetch(key, ks);
+    return out;
+  }
+
+  /** The serving state `key` is answered from now (the conditions of `incrByNow`), or undefined. */
+  private servingNow(key: string, count: bigint, arrivedAt: number): KeyState | undefined {
     const ks = this.keys.get(key);
     if (ks === undefined || count < 1n || count > MAX_ALLOC_BIG) return undefined;
     const node = this.o.node;
     if (!node.isLeader()) return undefined;
     const term = node.term();
     if (ks.term !== term || !this.confirmer.confirmedAtOrAfter(arrivedAt, term)) return undefined;
-    const took = this.take(key, ks, count);
-    if (took !== undefined) this.maybePrefetch(key, ks);
-    return took;
+    return ks;
   }
 
   /**

@@ -55,5 +55,18 @@ function instrumentSpec(spec: CommandSpec, observe: RespCommandObserver): Comman
       return r;
     };
   }
+  const repeat = spec.repeat;
+  if (repeat) {
+    const label = spec.container ? `${spec.container}|${spec.name}` : spec.name;
+    // Copies answered together: each is counted, with an equal share of the time.
+    copy.repeat = (ctx: CommandContext, args: Buffer[], n: number) => {
+      const t0 = performance.now();
+      const replies = repeat(ctx, args, n);
+      if (replies === undefined || replies.length === 0) return replies;
+      const each = (performance.now() - t0) / 1000 / replies.length;
+      for (const reply of replies) observe(label, each, reply.kind !== 'error');
+      return replies;
+    };
+  }
   return copy;
 }

@@ -76,6 +76,11 @@ export interface SequenceBackend {
    * confirmed after `arrivedAt`), else undefined and the server calls `incrBy`. Never throws.
    */
   incrByNow?(key: string, count: bigint, arrivedAt: number): bigint | undefined;
+  /**
+   * Optional: `times` identical `incrBy(key, count)` that arrived together (a pipeline), answered synchronously as
+   * `incrByNow` answers one: the results of the first k ≤ times, in order (none: all go through `incrBy`). Never throws.
+   */
+  incrRepeatedNow?(key: string, count: bigint, times: number, arrivedAt: number): bigint[];
   /** The last value issued (see docs/sequences.md); undefined when no such sequence exists. */
   get(key: string): Promise<bigint | undefined>;
   /** A segment [start, end) of exactly `count` values for a client. */

@@ -19,6 +19,18 @@ function incr(ctx: CommandContext, key: string, n: bigint): Reply | Promise<Repl
 }
 
 /**
+ * `times` copies of INCRBY key n (INCR: n = 1) read together: the replies of those the backend answers now, in order
+ * (`incrRepeatedNow`); the others run one by one.
+ */
+function incrRepeated(ctx: CommandContext, key: string, n: bigint, times: number): Reply[] | undefined {
+  authorize(ctx, key, 'issue');
+  const b = backendOf(ctx);
+  const at = ctx.session.arrivedAt;
+  if (at === undefined || b.incrRepeatedNow === undefined) return undefined;
+  return b.incrRepeatedNow(key, n, times, at).map(intReply);
+}
+
+/**
  * Sequences over RESP (docs/sequences.md): INCR, INCRBY and GET as Redis answers them, plus SEQ.*.
  * The key is argument 1, so followers answer `-MOVED` and cluster clients follow the leader.
  */
@@ -35,6 +47,7 @@ export const sequenceCommands: CommandSpecInput[] = [
     // Not async: a pipelined INCR whose leadership check already ran is answered inline, without a promise (a
     // synchronous throw is an error reply all the same).
     handler: (ctx, args) => incr(ctx, keyArg(args[1]), 1n),
+    repeat: (ctx, args, n) => incrRepeated(ctx, keyArg(args[1]), 1n, n),
   },
   {
     name: 'incrby',
@@ -50,6 +63,10 @@ export const sequenceCommands: CommandSpecInput[] = [
       const n = int64Arg(args[2]);
       if (n <= 0n) throw new RespError('ERR increment must be a positive integer (sequences only go up)');
       return incr(ctx, key, n);
+    },
+    repeat: (ctx, args, times) => {
+      const n = int64Arg(args[2]);
+      return n > 0n ? incrRepeated(ctx, keyArg(args[1]), n, times) : undefined;
     },
   },
   {
