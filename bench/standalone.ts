@@ -15,7 +15,8 @@
  * shared machine. Bounded to
  * about 2-3 minutes. Options: --n <requests per redis-benchmark run> (default 200000),
  * --seconds <autocannon duration> (default 10), --keys <memory test keys> (default 1000000), --only incr (the INCR
- * section alone), --no-node (without node mode), --pipelines 1,16 (the -P values). With
+ * section alone), --no-node (without node mode), --pipelines 1,16 (the -P values), --warmup <n> (unmeasured requests
+ * to each server before each measured INCR run, so the Node.js servers run optimized code). With
  * FLOE_TEST_NODE_ARGS='--cpu-prof --cpu-prof-dir=DIR' the members are stopped with SIGTERM so they write profiles.
  * Needs `npm run build` (done by the npm script), redis-server and redis-benchmark
  * (`apt-get install redis-server`).
@@ -52,6 +53,8 @@ const ONLY_INCR = (() => {
   return true;
 })();
 const NO_NODE = process.argv.includes('--no-node');
+/** `--warmup n`: n unmeasured requests to each server before each measured INCR run (default 0). */
+const WARMUP = process.argv.includes('--warmup') ? arg('warmup', 1) : 0;
 /** `--pipelines 16` or `--pipelines 1,16`: the redis-benchmark -P values of the INCR section (default 1,16). */
 const PIPELINES = (() => {
   const i = process.argv.indexOf('--pipelines');
@@ -241,6 +244,11 @@ async function incrSection(cluster: Cluster, leader: number): Promise<void> {
   const followerPids = cluster.nodes.filter((n) => n.spec.id !== leader).map((n) => n.pid);
   try {
     for (const p of PIPELINES) {
+      if (WARMUP > 0) {
+        // Unmeasured: the Node.js servers reach optimized code (JIT) first, as a long-running server has.
+        for (const port of [redisNo.port, redisAof.port, ceiling.port, portOf(leader)])
+          await rate(port, p, undefined, WARMUP);
+      }
       const rNo = await measured([redisNo.proc.pid], () => rate(redisNo.port, p), N);
       const rAof = await measured([redisAof.proc.pid], () => rate(redisAof.port, p), N);
       const floor = await measured([ceiling.proc.pid], () => rate(ceiling.port, p), N);
