@@ -131,9 +131,9 @@ function serverState(seqs: SequenceService): ServerState {
     startedAt: Date.now(),
     runId: '0'.repeat(40),
     logger: { debug: noop, info: noop, warn: noop, error: noop },
-    table: instrumentCommandTable(buildCommandTable([...ALL_COMMANDS]), (c, s, ok) => {
-      fast.observe(c, s, ok);
-      win.observe(s, ok);
+    table: instrumentCommandTable(buildCommandTable([...ALL_COMMANDS]), (c, s, ok, count) => {
+      fast.observe(c, s, ok, count);
+      win.observe(s, ok, count);
     }),
     selfAddr: () => ({ host: '127.0.0.1', port: 7379 }),
     topology: () => {

@@ -131,9 +131,9 @@ export class NodeMetrics {
   }
 
   /** The RESP server calls this after every command (see instrumentCommandTable). */
-  readonly observeRespCommand = (command: string, seconds: number, ok: boolean): void => {
-    this.resp.observe(command, seconds, ok);
-    this.windows.resp.observe(seconds, ok);
+  readonly observeRespCommand = (command: string, seconds: number, ok: boolean, count = 1): void => {
+    this.resp.observe(command, seconds, ok, count);
+    this.windows.resp.observe(seconds, ok, count);
   };
 
   /** Connected clients and refusals, read from the RESP server at scrape time. */

@@ -327,7 +327,7 @@ export class ClientConnection implements Session {
     }
     this.parser.skipRepeats(replies.length);
     this.server.counters.totalCommands += replies.length;
-    for (const r of replies) this.out.reply(r, this.proto);
+    this.out.replies(replies, this.proto);
     this.afterCommand();
   }
 
