@@ -202,17 +202,22 @@ export class RequestParser {
    */
   repeatsOfLast(max: number): number {
     const end = this.lastEnd;
-    if (end < 0) return 0;
+    if (end < 0 || this.pos !== end) return 0;
     const start = this.lastStart;
     const n = end - start;
-    const buf = this.buf;
-    let count = 0;
-    let p = this.pos;
-    while (count < max && p + n <= this.len && buf.compare(buf, start, end, p, p + n) === 0) {
-      count++;
-      p += n;
+    // k copies follow iff the k·n bytes after the command equal the k·n bytes from its start (the bytes repeat with
+    // period n): one comparison for the usual case, where every complete request behind it is a copy.
+    const periodic = (k: number) => this.buf.compare(this.buf, start, start + k * n, end, end + k * n) === 0;
+    let k = Math.min(max, Math.floor((this.len - end) / n));
+    if (k === 0 || periodic(k)) return k;
+    // Else the largest k that is (fewer copies, then something else): binary search, periodic(lo) holds.
+    let lo = 0;
+    while (lo + 1 < k) {
+      const mid = (lo + k) >>> 1;
+      if (periodic(mid)) lo = mid;
+      else k = mid;
     }
-    return count;
+    return lo;
   }
 
   /** Consumes `count` copies counted by `repeatsOfLast` (a count it returned, before any other call). */

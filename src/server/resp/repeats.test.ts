@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { SequenceBackend } from './backend.js';
 import { FakeCluster } from './fake-backend.js';
@@ -45,6 +46,46 @@ describe('RequestParser.repeatsOfLast / skipRepeats', () => {
     p.push(Buffer.from('INCR k\r\nINCR k\r\n'));
     p.next();
     expect(p.repeatsOfLast(100)).toBe(0); // inline
+  });
+
+  it('counts what a copy-by-copy comparison counts (property)', () => {
+    const cmds = [
+      encodeCommand('INCR', 'k'),
+      encodeCommand('INCR', 'j'),
+      encodeCommand('GET', 'k'),
+      Buffer.from('PING\r\n'),
+    ];
+    fc.assert(
+      fc.property(
+        fc.array(fc.integer({ min: 0, max: 3 }), { minLength: 1, maxLength: 40 }),
+        fc.integer({ min: 0, max: 30 }),
+        fc.integer({ min: 1, max: 50 }),
+        (seq, cut, max) => {
+          const all = Buffer.concat(seq.map((i) => cmds[i]!));
+          const p = parser();
+          p.push(all.subarray(0, all.length - Math.min(cut, all.length - 1)));
+          let at = 0;
+          for (;;) {
+            const r = p.next();
+            if (r === undefined || r instanceof ProtocolError) break;
+            const i = seq[at]!;
+            // Naive: whole copies of command i right behind it, in the bytes pushed.
+            let want = 0;
+            if (i !== 3) {
+              let off = seq.slice(0, at + 1).reduce((a, j) => a + cmds[j]!.length, 0);
+              const pushed = all.length - Math.min(cut, all.length - 1);
+              for (let j = at + 1; j < seq.length && seq[j] === i && want < max; j++) {
+                if (off + cmds[i]!.length > pushed) break;
+                want++;
+                off += cmds[i]!.length;
+              }
+            }
+            expect(p.repeatsOfLast(max)).toBe(want);
+            at++;
+          }
+        },
+      ),
+    );
   });
 
   it('a command split across reads is not a base for copies (its start may have moved)', () => {
