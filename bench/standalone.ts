@@ -14,7 +14,10 @@
  * server's CPU time per request (µs, from /proc; for node mode the three members' sum), steadier than a rate on a
  * shared machine. Bounded to
  * about 2-3 minutes. Options: --n <requests per redis-benchmark run> (default 200000),
- * --seconds <autocannon duration> (default 10), --keys <memory test keys> (default 1000000).
+ * --seconds <autocannon duration> (default 10), --keys <memory test keys> (default 1000000), --only incr (the INCR
+ * section alone), --no-node (without node mode), --pipelines 1,16 (the -P values), --warmup <n> (unmeasured requests
+ * to each server before each measured INCR run, so the Node.js servers run optimized code). With
+ * FLOE_TEST_NODE_ARGS='--cpu-prof --cpu-prof-dir=DIR' the members are stopped with SIGTERM so they write profiles.
  * Needs `npm run build` (done by the npm script), redis-server and redis-benchmark
  * (`apt-get install redis-server`).
  */
@@ -42,6 +45,25 @@ const N = arg('n', 200_000);
 const SECONDS = arg('seconds', 10);
 const KEYS = arg('keys', 1_000_000);
 const CLIENTS = 50;
+/** `--only incr`: the INCR section alone (redis, the ceiling, Floe strict; node mode too unless `--no-node`). */
+const ONLY_INCR = (() => {
+  const i = process.argv.indexOf('--only');
+  if (i === -1) return false;
+  if (process.argv[i + 1] !== 'incr') throw new Error(`--only takes 'incr', got ${process.argv[i + 1]}`);
+  return true;
+})();
+const NO_NODE = process.argv.includes('--no-node');
+/** `--warmup n`: n unmeasured requests to each server before each measured INCR run (default 0). */
+const WARMUP = process.argv.includes('--warmup') ? arg('warmup', 1) : 0;
+/** `--pipelines 16` or `--pipelines 1,16`: the redis-benchmark -P values of the INCR section (default 1,16). */
+const PIPELINES = (() => {
+  const i = process.argv.indexOf('--pipelines');
+  if (i === -1) return [1, 16];
+  const v = (process.argv[i + 1] ?? '').split(',').map(Number);
+  if (v.length === 0 || !v.every((x) => Number.isInteger(x) && x >= 1))
+    throw new Error(`--pipelines takes a comma-separated list of integers >= 1, got ${process.argv[i + 1]}`);
+  return v;
+})();
 
 function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -205,18 +227,54 @@ async function incrSection(cluster: Cluster, leader: number): Promise<void> {
   const cli = (...a: string[]) => redisCli(['-p', String(portOf(leader)), ...a]);
   await cli('SEQ.CREATE', key, 'STEP', '1000');
   const rows: string[][] = [
-    ['INCR, -c 50', 'pipeline', 'req/s', 'vs redis (no AOF)', 'vs redis (AOF everysec)', 'server CPU µs/req'],
+    [
+      'INCR, -c 50',
+      'pipeline',
+      'req/s',
+      'vs redis (no AOF)',
+      'vs redis (AOF everysec)',
+      'server CPU µs/req',
+      'followers µs/req',
+    ],
   ];
   const redisNo = await startRedis(false);
   const redisAof = await startRedis(true);
   const ceiling = await startPeer('node-incr-server.ts');
   const leaderPid = cluster.node(leader).pid;
+  const followerPids = cluster.nodes.filter((n) => n.spec.id !== leader).map((n) => n.pid);
   try {
-    for (const p of [1, 16]) {
+    for (const p of PIPELINES) {
+      if (WARMUP > 0) {
+        // Unmeasured: the Node.js servers reach optimized code (JIT) first, as a long-running server has.
+        for (const port of [redisNo.port, redisAof.port, ceiling.port, portOf(leader)])
+          await rate(port, p, undefined, WARMUP);
+      }
       const rNo = await measured([redisNo.proc.pid], () => rate(redisNo.port, p), N);
       const rAof = await measured([redisAof.proc.pid], () => rate(redisAof.port, p), N);
       const floor = await measured([ceiling.proc.pid], () => rate(ceiling.port, p), N);
+      const followersBefore = followerPids.map(cpuMs);
       const strict = await measured([leaderPid], () => rate(portOf(leader), p), N);
+      const followersCpu = cpuPerReq(followersBefore, followerPids.map(cpuMs), N);
+      rows.push(['redis-server appendonly no', String(p), fmt(rNo.rate), '1.00x', '', rNo.cpu]);
+      rows.push(['redis-server appendonly everysec', String(p), fmt(rAof.rate), '', '1.00x', rAof.cpu]);
+      rows.push([
+        'Node.js ceiling (bench/peers/node-incr-server.ts)',
+        String(p),
+        fmt(floor.rate),
+        `${(floor.rate / rNo.rate).toFixed(2)}x`,
+        `${(floor.rate / rAof.rate).toFixed(2)}x`,
+        floor.cpu,
+      ]);
+      rows.push([
+        'Floe strict (leader)',
+        String(p),
+        fmt(strict.rate),
+        `${(strict.rate / rNo.rate).toFixed(2)}x`,
+        `${(strict.rate / rAof.rate).toFixed(2)}x`,
+        strict.cpu,
+        `${followersCpu} (sum)`,
+      ]);
+      if (NO_NODE) continue;
       // node mode: the same key again, served by every member at once.
       await cli('SEQ.DELETE', key);
       await cli('SEQ.CREATE', key, 'STEP', '1000', 'MODE', 'node');
@@ -235,24 +293,6 @@ async function incrSection(cluster: Cluster, leader: number): Promise<void> {
       );
       await cli('SEQ.DELETE', key);
       await cli('SEQ.CREATE', key, 'STEP', '1000');
-      rows.push(['redis-server appendonly no', String(p), fmt(rNo.rate), '1.00x', '', rNo.cpu]);
-      rows.push(['redis-server appendonly everysec', String(p), fmt(rAof.rate), '', '1.00x', rAof.cpu]);
-      rows.push([
-        'Node.js ceiling (bench/peers/node-incr-server.ts)',
-        String(p),
-        fmt(floor.rate),
-        `${(floor.rate / rNo.rate).toFixed(2)}x`,
-        `${(floor.rate / rAof.rate).toFixed(2)}x`,
-        floor.cpu,
-      ]);
-      rows.push([
-        'Floe strict (leader)',
-        String(p),
-        fmt(strict.rate),
-        `${(strict.rate / rNo.rate).toFixed(2)}x`,
-        `${(strict.rate / rAof.rate).toFixed(2)}x`,
-        strict.cpu,
-      ]);
       rows.push([
         `Floe node mode (3 members: ${perNode.map(fmt).join(' + ')})`,
         String(p),
@@ -374,13 +414,18 @@ async function main(): Promise<void> {
   const { cluster, leader } = await startCluster(3);
   try {
     await incrSection(cluster, leader);
-    await leafSection(cluster, leader);
-    await snowflakeSection(cluster, leader);
+    if (!ONLY_INCR) {
+      await leafSection(cluster, leader);
+      await snowflakeSection(cluster, leader);
+    }
   } finally {
+    // Profiling members (FLOE_TEST_NODE_ARGS=--cpu-prof): a SIGTERM lets them exit and write their profiles.
+    if (/--cpu-prof|--prof/.test(process.env.FLOE_TEST_NODE_ARGS ?? ''))
+      await Promise.all(cluster.nodes.map((n) => n.stopGracefully()));
     await cluster.stopAll();
     cluster.cleanup();
   }
-  await memorySection();
+  if (!ONLY_INCR) await memorySection();
 }
 
 main().catch((err) => {

@@ -44,6 +44,16 @@ export class RoundCoalescer {
     return false;
   }
 
+  /** `confirmedSince({ at, tag })` without the object (the synchronous fast path calls it per command). */
+  confirmedAtOrAfter(at: number, tag: unknown): boolean {
+    if (this.confirmed.at >= at && this.confirmed.tag === tag) {
+      this.stats.waits++;
+      this.stats.reused++;
+      return true;
+    }
+    return false;
+  }
+
   /**
    * Resolves after a round that started after this call has confirmed leadership. With `since`, a round that started
    * at or after `since.at` (at or after the request arrived) under the tag `since.tag` also answers it, even one that

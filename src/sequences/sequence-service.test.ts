@@ -342,6 +342,54 @@ describe('SequenceService: one ReadIndex round for a pipeline (decision 0004)', 
   });
 });
 
+describe('SequenceService: synchronous answers (incrByNow, incrRepeatedNow; decision 0004)', () => {
+  it('answers only after a round that started at or after the arrival confirmed, in the same term, as leader', async () => {
+    const { svc, node, advance } = await setup({ segmentLifetimeMs: 0 });
+    const arrived = advance(1);
+    // No serving state yet, and no round: the request goes through incrBy.
+    expect(svc.incrByNow('orders', 1n, arrived)).toBeUndefined();
+    expect(svc.incrRepeatedNow('orders', 1n, 5, arrived)).toEqual([]);
+    expect(await svc.incrBy('orders', 1n, { arrivedAt: arrived })).toBe(1n);
+    // The round that answered it started at or after `arrived`: later copies that arrived with it are answered now.
+    expect(svc.incrByNow('orders', 1n, arrived)).toBe(2n);
+    expect(svc.incrRepeatedNow('orders', 1n, 3, arrived)).toEqual([3n, 4n, 5n]);
+    // INCRBY 3 three times: each copy owns the next three values, the reply is the last of them. [6, 11) holds one
+    // copy; the spare is still being fetched, so the other two are left to incrBy.
+    expect(svc.incrRepeatedNow('orders', 3n, 3, arrived)).toEqual([8n]);
+    // A later arrival needs a new round: nothing now.
+    const later = advance(1);
+    expect(svc.incrByNow('orders', 1n, later)).toBeUndefined();
+    expect(svc.incrRepeatedNow('orders', 1n, 2, later)).toEqual([]);
+    // Another term, or not the leader: nothing now, even for an arrival an old round covered.
+    node.newTerm(true);
+    expect(svc.incrByNow('orders', 1n, arrived)).toBeUndefined();
+    expect(svc.incrRepeatedNow('orders', 1n, 2, arrived)).toEqual([]);
+    const inNewTerm = advance(1);
+    const v = await svc.incrBy('orders', 1n, { arrivedAt: inNewTerm });
+    expect(svc.incrByNow('orders', 1n, inNewTerm)).toBe(v + 1n);
+    node.leader = false;
+    expect(svc.incrByNow('orders', 1n, inNewTerm)).toBeUndefined();
+    expect(svc.incrRepeatedNow('orders', 1n, 2, inNewTerm)).toEqual([]);
+  });
+
+  it('copies answered together finish the segment in use before the spare (no gap) and stop when neither holds more', async () => {
+    const { svc, node, advance } = await setup({ segmentLifetimeMs: 0 }); // step 10
+    node.slowProposals = true;
+    const arrived = advance(1);
+    expect(await svc.incrBy('orders', 1n, { arrivedAt: arrived })).toBe(1n);
+    // Wait for the prefetch to fill the spare (it starts at half use).
+    expect(svc.incrRepeatedNow('orders', 1n, 4, arrived)).toEqual([2n, 3n, 4n, 5n]);
+    await new Promise((r) => setImmediate(r));
+    await new Promise((r) => setImmediate(r));
+    expect(svc.segmentOf('orders')).toMatchObject({ spare: true });
+    // 20 copies: 5 left in [1, 11), 10 in the spare, then nothing buffered: 15 answered, in order, no gap.
+    const got = svc.incrRepeatedNow('orders', 1n, 20, arrived);
+    expect(got).toEqual(Array.from({ length: 15 }, (_, i) => BigInt(i + 6)));
+    // The rest go through incrBy (which waits for a segment) and continue above.
+    expect(await svc.incrBy('orders', 1n, { arrivedAt: arrived })).toBe(21n);
+  });
+});
+
 describe('SequenceService.delete and issued ranges (round 4)', () => {
   it('reports what was handed out before the key is deleted', async () => {
     const ranges: { first: bigint; last: bigint }[] = [];

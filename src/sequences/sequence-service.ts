@@ -163,6 +163,8 @@ export class SequenceService {
   private readonly unsubscribe: () => void;
   private readonly incarnation = randomBytes(6).toString('hex');
   private requestSeq = 0;
+  /** `issuedValues`: values handed out by this node (INCR, INCRBY, HTTP), read by the metrics at scrape time. */
+  readonly stats = { issuedValues: 0 };
 
   constructor(private readonly o: SequenceServiceOptions) {
     this.mono = o.monotonic ?? (() => performance.now());
@@ -231,6 +233,59 @@ export class SequenceService {
     this.reportAll(this.keys);
     this.reportAll(this.nodeKeys);
     this.keys.clear();
+  }
+
+  /**
+   * `incrBy` answered synchronously, or undefined when it cannot be now (the caller then calls `incrBy`, which answers
+   * or refuses). It answers only a strict key this leader already serves in its current term, from its buffered
+   * segments, when a ReadIndex round that started at or after `arrivedAt` (on the service's clock) in this term has
+   * already confirmed: the same rule as `incrBy` (decision 0004), without a promise. A pipeline read in one chunk thus
+   * costs one round and one promise, for its first command; the rest are answered inline.
+   *
+   * Only keys in `keys` (made by `stateOf` after a confirmed round of this term, so after every earlier term's entries
+   * were applied) are served: they are strict, and a delete of one in this term goes through `delete`, which drops
+   * it. Never throws.
+   */
+  incrByNow(key: string, count: bigint, arrivedAt: number): bigint | undefined {
+    const ks = this.servingNow(key, count, arrivedAt);
+    if (ks === undefined) return undefined;
+    const took = this.take(key, ks, count);
+    if (took !== undefined) this.maybePrefetch(key, ks);
+    return took;
+  }
+
+  /**
+   * `times` requests `incrBy(key, count)` that arrived together (a pipeline of the same INCR), answered now as
+   * `incrByNow` answers one: the results of the first k of them in order (k ≤ times; 0 when none can be answered
+   * now, and the rest then go through `incrBy`). Each gets the next `count` values; the segment in use is finished
+   * before the spare is started, as one request at a time would (no gap). Never throws.
+   */
+  incrRepeatedNow(key: string, count: bigint, times: number, arrivedAt: number): bigint[] {
+    const out: bigint[] = [];
+    const ks = this.servingNow(key, count, arrivedAt);
+    if (ks === undefined) return out;
+    while (out.length < times) {
+      // As many whole requests as the segment in use still holds, at least one (which may start the spare).
+      const cur = ks.current;
+      let k = cur === undefined ? 1 : Number((cur.end - cur.next) / count);
+      k = Math.max(1, Math.min(k, times - out.length));
+      const last = this.take(key, ks, count * BigInt(k));
+      if (last === undefined) break;
+      for (let v = last - count * BigInt(k - 1); v <= last; v += count) out.push(v);
+    }
+    this.maybePrefetch(key, ks);
+    return out;
+  }
+
+  /** The serving state `key` is answered from now (the conditions of `incrByNow`), or undefined. */
+  private servingNow(key: string, count: bigint, arrivedAt: number): KeyState | undefined {
+    const ks = this.keys.get(key);
+    if (ks === undefined || count < 1n || count > MAX_ALLOC_BIG) return undefined;
+    const node = this.o.node;
+    if (!node.isLeader()) return undefined;
+    const term = node.term();
+    if (ks.term !== term || !this.confirmer.confirmedAtOrAfter(arrivedAt, term)) return undefined;
+    return ks;
   }
 
   /**
@@ -324,6 +379,7 @@ export class SequenceService {
         const seg = await this.allocate(key, ks, Number(count), true);
         if (this.keys.get(key) !== ks) continue; // the term changed while it was allocated
         ks.lastIssued = seg.end - 1n;
+        this.stats.issuedValues += Number(count);
         this.issued(key, seg, seg.start, seg.end - 1n);
         this.report(key, seg);
         return seg.end - 1n;
@@ -377,6 +433,7 @@ export class SequenceService {
         if (this.nodeKeys.get(key) !== ks) continue;
         if (ks.lastIssued !== undefined && seg.next <= ks.lastIssued) continue; // defensive: never go back
         ks.lastIssued = seg.end - 1n;
+        this.stats.issuedValues += Number(count);
         this.issued(key, seg, seg.start, seg.end - 1n);
         this.report(key, seg);
         return seg.end - 1n;
@@ -562,6 +619,7 @@ export class SequenceService {
         const last = cur.next + count - 1n;
         cur.next = last + 1n;
         ks.lastIssued = last;
+        this.stats.issuedValues += Number(count);
         this.issued(key, cur, first, last);
         return last;
       }

@@ -301,6 +301,8 @@ export function sequenceBackendOf(seqs: SequenceService): SequenceBackend {
         }
       }),
     incrBy: (key, count, opts) => call(() => seqs.incrBy(key, count, opts)),
+    incrByNow: (key, count, arrivedAt) => seqs.incrByNow(key, count, arrivedAt),
+    incrRepeatedNow: (key, count, times, arrivedAt) => seqs.incrRepeatedNow(key, count, times, arrivedAt),
     get: (key) =>
       call(async () => {
         try {

@@ -32,4 +32,23 @@ describe('FastRequestMetrics', () => {
     const json = await registry.getMetricsAsJSON();
     expect(json.map((j) => j.name)).toEqual(['x_total', 'x_seconds']);
   });
+
+  it('observe with a count is that many observations of the same time (copies answered together)', async () => {
+    const registry = new Registry();
+    const m = new FastRequestMetrics(registry, {
+      counterName: 'x_total',
+      counterHelp: 'calls',
+      histogramName: 'x_seconds',
+      histogramHelp: 'time',
+      label: 'command',
+      buckets: [0.001, 0.01],
+    });
+    m.observe('incr', 0.002, true, 15);
+    m.observe('incr', 0.002, false, 2);
+    const text = await registry.metrics();
+    expect(text).toContain('x_total{command="incr",result="ok"} 15');
+    expect(text).toContain('x_total{command="incr",result="error"} 2');
+    expect(text).toContain('x_seconds_bucket{le="0.01",command="incr"} 17');
+    expect(text).toContain('x_seconds_sum{command="incr"} 0.034');
+  });
 });

@@ -2,8 +2,11 @@ import { performance } from 'node:perf_hooks';
 import type { CommandContext, CommandSpec } from './resp/command.js';
 import type { Reply } from './resp/reply.js';
 
-/** Called after every RESP command that reached its handler: full name (`worker.acquire`, `client|setname`). */
-export type RespCommandObserver = (command: string, seconds: number, ok: boolean) => void;
+/**
+ * Called after every RESP command that reached its handler: full name (`worker.acquire`, `client|setname`); `count`
+ * (default one) for copies answered together (`CommandSpec.repeat`), each taking `seconds`.
+ */
+export type RespCommandObserver = (command: string, seconds: number, ok: boolean, count?: number) => void;
 
 /**
  * A copy of a command table whose handlers report each run to `observe` (duration until the reply is
@@ -53,6 +56,22 @@ function instrumentSpec(spec: CommandSpec, observe: RespCommandObserver): Comman
       }
       observe(label, (performance.now() - t0) / 1000, r.kind !== 'error');
       return r;
+    };
+  }
+  const repeat = spec.repeat;
+  if (repeat) {
+    const label = spec.container ? `${spec.container}|${spec.name}` : spec.name;
+    // Copies answered together: each is counted, with an equal share of the time.
+    copy.repeat = (ctx: CommandContext, args: Buffer[], n: number) => {
+      const t0 = performance.now();
+      const replies = repeat(ctx, args, n);
+      if (replies === undefined || replies.length === 0) return replies;
+      const each = (performance.now() - t0) / 1000 / replies.length;
+      let errors = 0;
+      for (const reply of replies) if (reply.kind === 'error') errors++;
+      if (errors < replies.length) observe(label, each, true, replies.length - errors);
+      if (errors > 0) observe(label, each, false, errors);
+      return replies;
     };
   }
   return copy;

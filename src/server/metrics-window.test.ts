@@ -20,6 +20,17 @@ describe('LatencyWindow', () => {
     expect(pts.at(-1)).toMatchObject({ t: 1_001_000, rate: 0, p50: null });
   });
 
+  it('observe with a count is that many operations', () => {
+    let now = 1_000_000;
+    const w = new LatencyWindow(6, 1000, () => now);
+    w.observe(0.001, true, 99);
+    w.observe(0.2, false, 1);
+    now += 1000;
+    const first = w.points().find((p) => p.t === 1_000_000)!;
+    expect(first).toMatchObject({ rate: 100, errors: 1 });
+    expect(first.p50).toBeLessThanOrEqual(1.25);
+  });
+
   it('forgets slots older than the window and fills gaps with empty slots', () => {
     let now = 0;
     const w = new LatencyWindow(4, 1000, () => now);

@@ -74,11 +74,12 @@ export class LatencyWindow {
     return this.current;
   }
 
-  observe(seconds: number, ok = true): void {
+  /** `count` operations of `seconds` each (default one). */
+  observe(seconds: number, ok = true, count = 1): void {
     const i = this.advance(this.now());
-    this.counts[i]!++;
-    if (!ok) this.errs[i]!++;
-    this.buckets[i * BUCKETS + bucketOf(seconds)]!++;
+    this.counts[i]! += count;
+    if (!ok) this.errs[i]! += count;
+    this.buckets[i * BUCKETS + bucketOf(seconds)]! += count;
   }
 
   /** Oldest first; the current (partial) slot last, its rate over the time elapsed in it. */

@@ -131,9 +131,9 @@ export class NodeMetrics {
   }
 
   /** The RESP server calls this after every command (see instrumentCommandTable). */
-  readonly observeRespCommand = (command: string, seconds: number, ok: boolean): void => {
-    this.resp.observe(command, seconds, ok);
-    this.windows.resp.observe(seconds, ok);
+  readonly observeRespCommand = (command: string, seconds: number, ok: boolean, count = 1): void => {
+    this.resp.observe(command, seconds, ok, count);
+    this.windows.resp.observe(seconds, ok, count);
   };
 
   /** Connected clients and refusals, read from the RESP server at scrape time. */
@@ -443,11 +443,23 @@ export class NodeMetrics {
   // ---- sequences and IDs ---------------------------------------------------------------------
 
   private ids(): void {
+    // Sequence values are counted by the service (one addition per request, no wrapper: INCR may be answered
+    // synchronously) and added here at scrape time.
+    const seqStats = this.o.sequenceService?.stats;
+    let seqReported = 0;
     const issued = new Counter({
       name: 'floe_ids_issued_total',
       help: 'IDs handed out by this node: sequence values (INCR, SEQ.NEXT, HTTP) and server-side Snowflake IDs.',
       labelNames: ['kind'],
       registers: [this.registry],
+      collect() {
+        if (!seqStats) return;
+        const d = seqStats.issuedValues - seqReported;
+        if (d > 0) {
+          seqReported += d;
+          this.inc({ kind: 'sequence' }, d);
+        }
+      },
     });
     issued.inc({ kind: 'sequence' }, 0);
     issued.inc({ kind: 'snowflake' }, 0);
@@ -472,13 +484,7 @@ export class NodeMetrics {
       const seqs = this.o.sequences;
       this.gauge('floe_sequences', 'Sequences defined.', () => seqs.size);
     }
-    // No counters exist in the services: their methods are timed from outside, like propose().
-    if (this.o.sequenceService) {
-      const svc = this.o.sequenceService as unknown as Record<string, unknown>;
-      wrapAsync(svc, 'incrBy', (_s, err, args) => {
-        if (err === undefined) issued.inc({ kind: 'sequence' }, Number(args[1] as bigint));
-      });
-    }
+    // The Snowflake service keeps no counter: its method is timed from outside, like propose().
     if (this.o.snowflakes) {
       const sf = this.o.snowflakes as unknown as Record<string, unknown>;
       wrapAsync(sf, 'next', (_s, err, _args, result) => {

@@ -334,7 +334,60 @@ describe('INCR under load across kill -9 and SIGSTOP of the leader (ioredis)', (
       }
       return n;
     };
-    const workers = [0, 1, 2, 3].map(worker);
+    // Pipelines of 8 INCRs in one write: the leader answers copies read together in one call (CommandSpec.repeat,
+    // SequenceService.incrRepeatedNow), under the same leadership rule. Each value is its own operation; the eight
+    // overlap, so only uniqueness binds them to each other.
+    const pipelined = async (w: number) => {
+      let target = leader;
+      let n = 0;
+      while (!stop) {
+        const c = clients.get(target)!;
+        const invokeTime = performance.now();
+        const p = c.pipeline();
+        for (let i = 0; i < 8; i++) p.incr('load');
+        const results = await p.exec().catch((err: unknown) => [...Array(8)].map(() => [err, null]));
+        const returnTime = performance.now();
+        let moved: number | undefined;
+        let failed = false;
+        for (const [err, v] of results ?? []) {
+          if (!err) {
+            history.push({
+              clientId: w,
+              key: 'load',
+              input: { op: 'issue' },
+              output: BigInt(v as number),
+              invokeTime,
+              returnTime,
+            });
+            servedBy.add(target);
+            answered();
+            n++;
+            continue;
+          }
+          const m = /^MOVED \d+ 127\.0\.0\.1:(\d+)/.exec(String((err as Error).message));
+          if (m) {
+            moved = Number(m[1]);
+            continue; // not executed
+          }
+          failed = true;
+          history.push({
+            clientId: w,
+            key: 'load',
+            input: { op: 'issue' },
+            output: 0n,
+            invokeTime,
+            returnTime: Number.POSITIVE_INFINITY,
+          });
+        }
+        if (moved !== undefined) target = ids.find((id) => portOf(id) === moved) ?? target;
+        else if (failed) {
+          target = ids[(ids.indexOf(target) + 1) % ids.length]!;
+          await new Promise((r) => setTimeout(r, 50));
+        }
+      }
+      return n;
+    };
+    const workers = [...[0, 1, 2, 3].map(worker), ...[4, 5].map(pipelined)];
     await progress(500);
     // kill -9 of the leader, restarted on the same data directory once another leads.
     const first = leader;
@@ -358,24 +411,32 @@ describe('INCR under load across kill -9 and SIGSTOP of the leader (ioredis)', (
     cluster.node(paused).signal('SIGSTOP');
     await progress(300);
     const lateInvoke = performance.now();
-    const lateReply = late.call('INCR', 'load').then(
-      (v) => ({ v: BigInt(v as number), at: performance.now() }),
-      (err: unknown) => ({ err: String(err), at: performance.now() }),
+    // Four INCRs in one write (copies the resumed node would answer together if it could confirm its leadership).
+    const latePipeline = late.pipeline();
+    for (let i = 0; i < 4; i++) latePipeline.incr('load');
+    const lateReply = latePipeline.exec().then(
+      (rs) => ({ rs: rs ?? [], at: performance.now() }),
+      (err: unknown) => ({
+        rs: [...Array(4)].map(() => [err, null] as [unknown, unknown]),
+        at: performance.now(),
+      }),
     );
     cluster.node(paused).signal('SIGCONT');
     const lr = await lateReply;
     late.disconnect();
     // Answered with a value only if the resumed node could confirm it still led (it cannot).
-    if ('v' in lr)
-      history.push({
-        clientId: 'late',
-        key: 'load',
-        input: { op: 'issue' },
-        output: lr.v,
-        invokeTime: lateInvoke,
-        returnTime: lr.at,
-      });
-    else expect(lr.err).toMatch(/MOVED|TRYAGAIN|CLUSTERDOWN|not the leader|read not confirmed/i);
+    for (const [err, v] of lr.rs) {
+      if (!err)
+        history.push({
+          clientId: 'late',
+          key: 'load',
+          input: { op: 'issue' },
+          output: BigInt(v as number),
+          invokeTime: lateInvoke,
+          returnTime: lr.at,
+        });
+      else expect(String(err)).toMatch(/MOVED|TRYAGAIN|CLUSTERDOWN|not the leader|read not confirmed/i);
+    }
     await progress(300);
     stop = true;
     await Promise.all(workers);

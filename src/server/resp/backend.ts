@@ -71,6 +71,16 @@ export interface SequenceBackend {
   delete(key: string): Promise<boolean>;
   /** Reserves `count` consecutive values and returns the last (INCR = incrBy(key, 1n)). */
   incrBy(key: string, count: bigint, opts?: { arrivedAt?: number }): Promise<bigint>;
+  /**
+   * Optional: `incrBy` answered synchronously when the backend can (a strict key whose leadership check already
+   * confirmed after `arrivedAt`), else undefined and the server calls `incrBy`. Never throws.
+   */
+  incrByNow?(key: string, count: bigint, arrivedAt: number): bigint | undefined;
+  /**
+   * Optional: `times` identical `incrBy(key, count)` that arrived together (a pipeline), answered synchronously as
+   * `incrByNow` answers one: the results of the first k ≤ times, in order (none: all go through `incrBy`). Never throws.
+   */
+  incrRepeatedNow?(key: string, count: bigint, times: number, arrivedAt: number): bigint[];
   /** The last value issued (see docs/sequences.md); undefined when no such sequence exists. */
   get(key: string): Promise<bigint | undefined>;
   /** A segment [start, end) of exactly `count` values for a client. */

@@ -1,5 +1,5 @@
 import type { CommandContext, ServerState, Session } from './command.js';
-import { dispatch } from './dispatch.js';
+import { dispatch, dispatchRepeats } from './dispatch.js';
 import { OutWriter, type ProtocolVersion } from './encode.js';
 import { ProtocolError, RequestParser } from './parser.js';
 import { R, type Reply } from './reply.js';
@@ -37,6 +37,9 @@ export interface ConnectionClock {
   monotonicMs(): number;
   wallMs(): number;
 }
+
+/** Copies of one command answered together at most (bounds the replies queued before the output limit is checked). */
+const MAX_REPEATS = 1024;
 
 const systemConnectionClock: ConnectionClock = {
   monotonicMs: () => performance.now(),
@@ -101,6 +104,10 @@ export class ClientConnection implements Session {
   private flushScheduled = false;
   /** Inside `pump`: pushes are batched with the replies and flushed at its end. */
   private pumping = false;
+  /** A `repeat` answered none of the copies it was offered: no more tries until the next read. */
+  private repeatsRefused = false;
+  /** The arguments of the asynchronous command in progress (its copies may be answered with it). */
+  private asyncArgs: Buffer[] | undefined;
   /** The client half-closed: finish its pipeline, then close. */
   private peerEnded = false;
   private closeReason: CloseReason | undefined;
@@ -183,6 +190,7 @@ export class ClientConnection implements Session {
   private onData(chunk: Buffer): void {
     this.lastInteraction = this.clock.wallMs();
     this.arrivedAt = this.clock.monotonicMs();
+    this.repeatsRefused = false;
     if (this.closing) return; // draining a closing socket: discard
     this.parser.push(chunk);
     this.pump();
@@ -216,6 +224,7 @@ export class ClientConnection implements Session {
         const r = dispatch(this.ctx, cmd.args);
         if (r instanceof Promise) {
           this.busy = true;
+          this.asyncArgs = cmd.args;
           r.then(
             (reply) => this.complete(reply),
             // dispatch never rejects; this is a last line of defence.
@@ -227,6 +236,7 @@ export class ClientConnection implements Session {
         this.out.reply(r, this.proto);
         this.afterCommand();
         if (this.closing) return;
+        if (r.kind !== 'error') this.answerRepeats(cmd.args);
       }
     } finally {
       this.pumping = false;
@@ -290,11 +300,35 @@ export class ClientConnection implements Session {
 
   private complete(reply: Reply): void {
     this.busy = false;
+    const args = this.asyncArgs;
+    this.asyncArgs = undefined;
     if (this.closed) return;
     this.out.reply(reply, this.proto);
     this.afterCommand();
     if (this.closing) return;
+    if (args !== undefined && reply.kind !== 'error') this.answerRepeats(args);
     this.pump(); // flushes (now, or at the end of this turn while a later command runs)
+  }
+
+  /**
+   * Copies of the command just answered (same bytes, already received: a pipeline of `INCR key`) answered together
+   * when the command has a `repeat` that can; otherwise they stay in the parser and run one by one.
+   */
+  private answerRepeats(args: Buffer[]): void {
+    if (this.repeatsRefused) return;
+    const n = this.parser.repeatsOfLast(MAX_REPEATS);
+    if (n === 0) return;
+    const replies = dispatchRepeats(this.ctx, args, n);
+    if (replies.length === 0) {
+      // Not again for the bytes already read (each try compares the copies ahead: a run refused copy after copy
+      // would cost its length squared).
+      this.repeatsRefused = true;
+      return;
+    }
+    this.parser.skipRepeats(replies.length);
+    this.server.counters.totalCommands += replies.length;
+    this.out.replies(replies, this.proto);
+    this.afterCommand();
   }
 
   /**

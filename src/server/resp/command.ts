@@ -55,6 +55,15 @@ export interface CommandSpec {
    * sequence. Checked before the MOVED decision; must be cheap and synchronous.
    */
   servedLocally?: (backend: RespBackend, key: Buffer) => boolean;
+  /**
+   * Optional, for pipelines of one command (`INCR key` x 16): answers `n` copies of the command, byte for byte
+   * identical and read right behind one that `handler` answered without an error, in one call: the replies of the
+   * first k ≤ n of them in order, or undefined (or a throw) when it cannot; the others then run one by one. The
+   * copies come from the same client with no command of its own in between, so what `dispatch` checked of the
+   * first (arity, authentication, pub/sub context) holds for them; what may have changed while the first one was
+   * awaited (the role, permissions) the function checks itself.
+   */
+  repeat?: (ctx: CommandContext, args: Buffer[], n: number) => Reply[] | undefined;
 }
 
 export type CommandSpecInput = Omit<CommandSpec, 'firstKey' | 'lastKey' | 'step' | 'since' | 'subcommands'> &

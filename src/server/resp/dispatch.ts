@@ -71,6 +71,22 @@ export function dispatch(ctx: CommandContext, args: Buffer[]): Reply | Promise<R
   }
 }
 
+/**
+ * `n` copies of a command that `dispatch` just answered without an error, received right behind it byte for byte
+ * (`RequestParser.repeatsOfLast`): the replies of the first k ≤ n of them from the command's `repeat`, in order, or
+ * none when it has no `repeat` or cannot (the caller dispatches the rest one by one, which answers or refuses each).
+ */
+export function dispatchRepeats(ctx: CommandContext, args: Buffer[], n: number): Reply[] {
+  const spec = ctx.server.table.get(lower(args[0]));
+  if (spec?.repeat === undefined || spec.subcommands !== undefined) return [];
+  try {
+    const r = spec.repeat(ctx, args, n);
+    return r !== undefined && r.length <= n ? r : [];
+  } catch {
+    return [];
+  }
+}
+
 function fail(server: ServerState, err: RespError): Reply {
   server.counters.errorReplies++;
   return R.error(err.line);

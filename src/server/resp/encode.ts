@@ -63,6 +63,21 @@ export class OutWriter {
     this.buf[this.len++] = 10;
   }
 
+  /** Encode replies in order; a run of integers (INCR copies answered together) as one string. */
+  replies(rs: readonly Reply[], proto: ProtocolVersion): void {
+    let text = '';
+    for (const r of rs) {
+      if (r.kind === 'integer') {
+        text += `:${r.value}\r\n`;
+        continue;
+      }
+      if (text !== '') this.ascii(text);
+      text = '';
+      this.reply(r, proto);
+    }
+    if (text !== '') this.ascii(text);
+  }
+
   /** Encode one reply for the given protocol. */
   reply(r: Reply, proto: ProtocolVersion): void {
     switch (r.kind) {

@@ -58,6 +58,11 @@ export class RequestParser {
   private bulkLen = -1;
   private requestBytes = 0;
   private failed: ProtocolError | undefined;
+  /** Where the multibulk request in progress starts in `buf`; -1 once `push` may have moved it. */
+  private cmdStart = -1;
+  /** Where the last command `next` returned lies in `buf` ([lastStart, lastEnd)); lastEnd -1: not known. */
+  private lastStart = 0;
+  private lastEnd = -1;
 
   readonly limits: ParserLimits;
   /**
@@ -82,6 +87,9 @@ export class RequestParser {
 
   push(chunk: Buffer): void {
     if (chunk.length === 0 || this.failed) return;
+    // Offsets into `buf` are not kept across a push (it may replace or compact the buffer).
+    this.cmdStart = -1;
+    this.lastEnd = -1;
     if (this.pos === this.len) {
       // Nothing pending: take the chunk as is (no copy).
       this.buf = chunk;
@@ -111,6 +119,7 @@ export class RequestParser {
    */
   next(): ParsedCommand | ProtocolError | undefined {
     if (this.failed) return this.failed;
+    this.lastEnd = -1;
     for (;;) {
       if (this.remaining < 0) {
         if (this.pos >= this.len) return this.drained();
@@ -133,6 +142,7 @@ export class RequestParser {
         this.args = [];
         this.bulkLen = -1;
         this.requestBytes = this.pos - start;
+        this.cmdStart = start;
       }
       while (this.remaining > 0) {
         if (this.bulkLen < 0) {
@@ -174,9 +184,49 @@ export class RequestParser {
       this.remaining = -1;
       const args = this.args;
       this.args = [];
+      if (this.cmdStart >= 0 && this.pos < this.len) {
+        this.lastStart = this.cmdStart;
+        this.lastEnd = this.pos;
+      }
+      this.cmdStart = -1;
       this.drained();
       return { args, inline: false };
     }
+  }
+
+  /**
+   * How many exact copies (byte for byte) of the multibulk command `next` just returned follow it in the bytes
+   * already received, up to `max`, without consuming them. 0 when not known: after anything but a successful
+   * `next` of a multibulk command (a `push`, an inline command, `skipRepeats`). A copy is a complete, valid request
+   * under the same limits as the command it copies, so it needs no parsing.
+   */
+  repeatsOfLast(max: number): number {
+    const end = this.lastEnd;
+    if (end < 0 || this.pos !== end) return 0;
+    const start = this.lastStart;
+    const n = end - start;
+    // k copies follow iff the k·n bytes after the command equal the k·n bytes from its start (the bytes repeat with
+    // period n): one comparison for the usual case, where every complete request behind it is a copy.
+    const periodic = (k: number) => this.buf.compare(this.buf, start, start + k * n, end, end + k * n) === 0;
+    let k = Math.min(max, Math.floor((this.len - end) / n));
+    if (k === 0 || periodic(k)) return k;
+    // Else the largest k that is (fewer copies, then something else): binary search, periodic(lo) holds.
+    let lo = 0;
+    while (lo + 1 < k) {
+      const mid = (lo + k) >>> 1;
+      if (periodic(mid)) lo = mid;
+      else k = mid;
+    }
+    return lo;
+  }
+
+  /** Consumes `count` copies counted by `repeatsOfLast` (a count it returned, before any other call). */
+  skipRepeats(count: number): void {
+    if (count <= 0) return;
+    if (this.lastEnd < 0) throw new Error('skipRepeats without repeatsOfLast');
+    this.pos += count * (this.lastEnd - this.lastStart);
+    this.lastEnd = -1;
+    this.drained();
   }
 
   /** Parse `*<n>\r\n` or `$<n>\r\n` at `pos`; undefined = incomplete. Advances `pos` past the line when complete. */

@@ -6,6 +6,30 @@ import { R, type Reply } from '../reply.js';
 const MAX_KEY_BYTES = 256;
 const MAX_INT64 = (1n << 63n) - 1n;
 
+/** INCR / INCRBY: inline when the backend can answer now (`incrByNow`), else through the promise. */
+function incr(ctx: CommandContext, key: string, n: bigint): Reply | Promise<Reply> {
+  authorize(ctx, key, 'issue');
+  const b = backendOf(ctx);
+  const at = ctx.session.arrivedAt;
+  if (at !== undefined && b.incrByNow !== undefined) {
+    const v = b.incrByNow(key, n, at);
+    if (v !== undefined) return intReply(v);
+  }
+  return b.incrBy(key, n, { arrivedAt: at }).then(intReply);
+}
+
+/**
+ * `times` copies of INCRBY key n (INCR: n = 1) read together: the replies of those the backend answers now, in order
+ * (`incrRepeatedNow`); the others run one by one.
+ */
+function incrRepeated(ctx: CommandContext, key: string, n: bigint, times: number): Reply[] | undefined {
+  authorize(ctx, key, 'issue');
+  const b = backendOf(ctx);
+  const at = ctx.session.arrivedAt;
+  if (at === undefined || b.incrRepeatedNow === undefined) return undefined;
+  return b.incrRepeatedNow(key, n, times, at).map(intReply);
+}
+
 /**
  * Sequences over RESP (docs/sequences.md): INCR, INCRBY and GET as Redis answers them, plus SEQ.*.
  * The key is argument 1, so followers answer `-MOVED` and cluster clients follow the leader.
@@ -20,12 +44,10 @@ export const sequenceCommands: CommandSpecInput[] = [
     summary: 'INCR key: the next value of sequence key (strictly increasing across the cluster).',
     servedLocally: local,
     since: '0.1.0',
-    // Not async: one promise hop less per INCR (a synchronous throw is an error reply all the same).
-    handler: (ctx, args) => {
-      const key = keyArg(args[1]);
-      authorize(ctx, key, 'issue');
-      return backendOf(ctx).incrBy(key, 1n, { arrivedAt: ctx.session.arrivedAt }).then(intReply);
-    },
+    // Not async: a pipelined INCR whose leadership check already ran is answered inline, without a promise (a
+    // synchronous throw is an error reply all the same).
+    handler: (ctx, args) => incr(ctx, keyArg(args[1]), 1n),
+    repeat: (ctx, args, n) => incrRepeated(ctx, keyArg(args[1]), 1n, n),
   },
   {
     name: 'incrby',
@@ -40,8 +62,11 @@ export const sequenceCommands: CommandSpecInput[] = [
       const key = keyArg(args[1]);
       const n = int64Arg(args[2]);
       if (n <= 0n) throw new RespError('ERR increment must be a positive integer (sequences only go up)');
-      authorize(ctx, key, 'issue');
-      return backendOf(ctx).incrBy(key, n, { arrivedAt: ctx.session.arrivedAt }).then(intReply);
+      return incr(ctx, key, n);
+    },
+    repeat: (ctx, args, times) => {
+      const n = int64Arg(args[2]);
+      return n > 0n ? incrRepeated(ctx, keyArg(args[1]), n, times) : undefined;
     },
   },
   {
