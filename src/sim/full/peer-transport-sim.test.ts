@@ -54,8 +54,12 @@ describe('the production PeerTransport inside the full-stack simulation', () => 
     expect(b.traceHash).toBe(a.traceHash);
     expect(b.stats).toEqual(a.stats);
     expect(other.traceHash).not.toBe(a.traceHash);
-    // Corrupted segments were caught by (simulated) TCP, partitions stalled the streams.
+    // Corrupted segments were caught by (simulated) TCP or, past it, by the frame checksum; partitions stalled the
+    // streams.
     expect(a.stats.peerNet?.corruptCaught).toBeGreaterThan(0);
+    expect(a.stats.peerNet?.frameChecksumFailures).toBeLessThanOrEqual(
+      a.stats.peerNet?.corruptDelivered ?? 0,
+    );
     expect(a.stats.peerNet?.stalls).toBeGreaterThan(0);
   });
 
