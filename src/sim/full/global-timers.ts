@@ -31,7 +31,8 @@ export function routeGlobalTimers(sched: Scheduler): { undo(): void; unattribute
         state.unattributed++;
         return (repeat ? real.setInterval : real.setTimeout)(fn, ms, ...args);
       }
-      const cb = () => fn(...args);
+      // Most callers pass no arguments: then the callback itself is armed (no wrapper per timer).
+      const cb = args.length === 0 ? (fn as () => void) : () => fn(...args);
       return repeat ? p.setInterval(cb, ms ?? 1, 'setInterval') : p.setTimeout(cb, ms ?? 1, 'setTimeout');
     };
   const clear = (h: unknown) => {
