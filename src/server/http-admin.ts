@@ -33,19 +33,27 @@ function sharedValidators(
   externalSchemas: unknown,
   options: unknown,
 ): (route: { schema: unknown }) => unknown {
-  const compile = ajvCompilerPool(externalSchemas, options);
   // Two levels, so that each route's lookup hashes its own schema, not the shared schemas (several KB) again.
   const context = `${JSON.stringify(externalSchemas)}${JSON.stringify(options)}`;
   let byRoute = compiledByContent.get(context);
   if (byRoute === undefined) compiledByContent.set(context, (byRoute = new Map()));
   const compiled = byRoute;
+  // Fastify's pool is asked for a compiler only when a schema is not compiled yet (it keys its pool by the shared
+  // schemas too: two more JSON.stringify of them per plugin of every app).
+  let compile: ((route: { schema: unknown }) => unknown) | undefined;
   return (route) => {
     const key = JSON.stringify(route.schema);
     let v = compiled.get(key);
-    if (v === undefined) compiled.set(key, (v = compile(route)));
+    if (v === undefined) {
+      compile ??= ajvCompilerPool(externalSchemas, options);
+      compiled.set(key, (v = compile(route)));
+    }
     return v;
   };
 }
+
+/** Every reply schema's serializer: one function for every route and status of every app (Fastify calls the compiler once per route and status). */
+const stringifyReply = (data: unknown): string => JSON.stringify(data);
 
 /** Refused connections are worth a warning on stderr even when the request logger is off. */
 const limitLogger = {
@@ -146,7 +154,7 @@ export async function buildHttpAdmin(opts: HttpAdminBuildOptions): Promise<Fasti
   });
   // Reply schemas document the replies (docs/openapi.yaml); replies are written as JSON.stringify
   // writes them, byte for byte what they were before the schemas.
-  app.setSerializerCompiler(() => (data) => JSON.stringify(data));
+  app.setSerializerCompiler(() => stringifyReply);
   await opts.setup?.(app);
   hardenHttp(app);
   const metrics =

@@ -136,69 +136,71 @@ export class HttpRouter {
       const app = host.app;
       // A busy-waiting client sends when its wait is over, not before.
       w.sched.at(client.effectiveUs + this.delay(), nodeProc, `http ${init.method} ${path}`, () => {
-        app
-          .inject({
+        app.inject(
+          {
             method: init.method as 'GET',
             url: path,
             headers: init.headers,
+            // The options are the router's own, always well-formed: light-my-request need not check them.
+            validate: false,
             ...(init.body === undefined ? {} : { payload: init.body }),
-          })
-          .then(
-            (res) => {
-              if (!nodeProc.alive) return;
-              if (
-                this.blocked.has(`${host.id}->${clientName}`) ||
-                cut(host.id, Number(fromNode?.[1])) ||
-                this.rng.chance(this.conditions().drop)
-              ) {
-                this.stats.lost++;
-                return;
-              }
-              let status = res.statusCode;
-              let body = res.body;
-              let headers = res.headers;
-              const mismatch = status === 200 ? leaseReplyMismatch(path, init.body, body) : undefined;
-              if (mismatch)
-                w.fail('reply-mismatch', `n${host.id} answered ${init.method} ${path}: ${mismatch}`);
-              const kind = status === 200 ? LEASE_PATH.exec(path) : null;
-              if (kind) {
-                const k = kind[2] ?? (kind[4] as string);
-                const held = this.recentReplies.get(k) ?? [];
-                const other =
-                  this.mixup > 0 && this.rng.chance(this.mixup)
-                    ? held.find((r) => r.client !== clientName)
-                    : undefined;
-                held.unshift({ client: clientName, status, body, headers });
-                if (held.length > 4) held.pop();
-                this.recentReplies.set(k, held);
-                if (other) {
-                  this.stats.mixedUp++;
-                  w.trace(
-                    `http mixup: ${clientName}'s ${init.method} ${path} gets ${other.client}'s reply ${other.body.slice(0, 120)}`,
-                  );
-                  ({ status, body, headers } = other);
-                }
-              }
-              w.sched.after(this.delay(), client, 'http-reply', () =>
-                answer(() => {
-                  this.stats.replies++;
-                  resolve({
-                    status,
-                    headers: {
-                      get: (name: string) => {
-                        const v = headers[name.toLowerCase()];
-                        return v === undefined ? null : Array.isArray(v) ? v.join(', ') : String(v);
-                      },
-                    },
-                    text: async () => body,
-                  });
-                }),
-              );
-            },
-            (err: unknown) => {
+          },
+          (err, res) => {
+            if (err || res === undefined) {
               w.fail('harness', `inject of ${init.method} ${path} on n${host.id} failed: ${String(err)}`);
-            },
-          );
+              return;
+            }
+            if (!nodeProc.alive) return;
+            if (
+              this.blocked.has(`${host.id}->${clientName}`) ||
+              cut(host.id, Number(fromNode?.[1])) ||
+              this.rng.chance(this.conditions().drop)
+            ) {
+              this.stats.lost++;
+              return;
+            }
+            let status = res.statusCode;
+            let body = res.body;
+            let headers = res.headers;
+            const mismatch = status === 200 ? leaseReplyMismatch(path, init.body, body) : undefined;
+            if (mismatch)
+              w.fail('reply-mismatch', `n${host.id} answered ${init.method} ${path}: ${mismatch}`);
+            const kind = status === 200 ? LEASE_PATH.exec(path) : null;
+            if (kind) {
+              const k = kind[2] ?? (kind[4] as string);
+              const held = this.recentReplies.get(k) ?? [];
+              const other =
+                this.mixup > 0 && this.rng.chance(this.mixup)
+                  ? held.find((r) => r.client !== clientName)
+                  : undefined;
+              held.unshift({ client: clientName, status, body, headers });
+              if (held.length > 4) held.pop();
+              this.recentReplies.set(k, held);
+              if (other) {
+                this.stats.mixedUp++;
+                w.trace(
+                  `http mixup: ${clientName}'s ${init.method} ${path} gets ${other.client}'s reply ${other.body.slice(0, 120)}`,
+                );
+                ({ status, body, headers } = other);
+              }
+            }
+            w.sched.after(this.delay(), client, 'http-reply', () =>
+              answer(() => {
+                this.stats.replies++;
+                resolve({
+                  status,
+                  headers: {
+                    get: (name: string) => {
+                      const v = headers[name.toLowerCase()];
+                      return v === undefined ? null : Array.isArray(v) ? v.join(', ') : String(v);
+                    },
+                  },
+                  text: async () => body,
+                });
+              }),
+            );
+          },
+        );
       });
     });
   }

@@ -119,11 +119,12 @@ export class IdOracle {
       this.keys = k;
     }
     const w = k.w;
-    if (this.ids.has(id)) {
+    // One hash of the ID, not two (has, then add): a set that does not grow already held it.
+    const seen = this.ids.size;
+    if (this.ids.add(id).size === seen) {
       this.world.fail('duplicate-id', `ID ${id} issued again by ${holderName} (worker ${w}, token ${token})`);
       return;
     }
-    this.ids.add(id);
     const parts = decodeFast(id, layout, k.bits);
     const worker = parts.worker;
     if (worker !== workerId) {

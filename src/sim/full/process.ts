@@ -16,6 +16,8 @@
 
 import type { Scheduler, SimEvent } from './scheduler.js';
 
+function noop(): void {}
+
 export class MachineClock {
   private monoAtUs: number;
   private monoMs: number;
@@ -166,6 +168,12 @@ export class Machine {
 export class SimTimer {
   ev: SimEvent | undefined;
   cleared = false;
+  /** Monotonic ms at which it is due (this arming). */
+  due = 0;
+  fn: () => void = noop;
+  label = '';
+  /** The interval's period (ms); undefined for a one-shot timer. */
+  repeat: number | undefined;
   constructor(readonly proc: SimProcess) {}
   unref(): this {
     return this;
@@ -288,30 +296,37 @@ export class SimProcess {
     return this.timers.size;
   }
 
+  // The timer's state lives on the SimTimer, and one event closure per scheduling calls `fire`: no closures per arming.
   private arm(t: SimTimer, ms: number, fn: () => void, label: string, repeat: number | undefined): void {
     if (!this.alive) return;
     this.timers.add(t);
-    const due = this.monoMs() + ms;
-    const schedule = (delayUs: number) => {
-      t.ev = this.sched.after(delayUs, this, label, fire);
-    };
-    const fire = () => {
-      if (t.cleared) return;
-      // A suspend stopped the monotonic clock: the timer is not due yet on this machine.
-      const left = due - this.monoMs();
-      if (left > 1e-6) {
-        schedule(this.machine.clock.monoSpanUs(left));
-        return;
-      }
-      if (repeat === undefined) this.timers.delete(t);
-      fn();
-      if (repeat !== undefined && !t.cleared && this.alive) {
-        this.timers.delete(t);
-        this.arm(t, repeat, fn, label, repeat);
-      }
-    };
+    t.due = this.monoMs() + ms;
+    t.fn = fn;
+    t.label = label;
+    t.repeat = repeat;
     const span = this.machine.clock.monoSpanUs(ms);
     // While suspended the machine's timers cannot fire: check again right after the resume.
-    schedule(Number.isFinite(span) ? span : 0);
+    this.schedule(t, Number.isFinite(span) ? span : 0);
+  }
+
+  private schedule(t: SimTimer, delayUs: number): void {
+    t.ev = this.sched.after(delayUs, this, t.label, () => this.fire(t));
+  }
+
+  private fire(t: SimTimer): void {
+    if (t.cleared) return;
+    // A suspend stopped the monotonic clock: the timer is not due yet on this machine.
+    const left = t.due - this.monoMs();
+    if (left > 1e-6) {
+      this.schedule(t, this.machine.clock.monoSpanUs(left));
+      return;
+    }
+    const { fn, repeat } = t;
+    if (repeat === undefined) this.timers.delete(t);
+    fn();
+    if (repeat !== undefined && !t.cleared && this.alive) {
+      this.timers.delete(t);
+      this.arm(t, repeat, fn, t.label, repeat);
+    }
   }
 }
