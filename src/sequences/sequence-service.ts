@@ -281,6 +281,9 @@ export class SequenceService {
   private servingNow(key: string, count: bigint, arrivedAt: number): KeyState | undefined {
     const ks = this.keys.get(key);
     if (ks === undefined || count < 1n || count > MAX_ALLOC_BIG) return undefined;
+    // Serving state can outlive its key: a delete whose proposal timed out (outcome unknown) and was applied later
+    // leaves it behind (review of 97ed4d2: a deleted key answered, or a key recreated in node mode stepped back).
+    if (this.o.state.modeOf(key) !== 'strict') return undefined;
     const node = this.o.node;
     if (!node.isLeader()) return undefined;
     const term = node.term();
@@ -543,11 +546,23 @@ export class SequenceService {
         code: 'not_found',
         message: `no sequence ${JSON.stringify(key)}`,
       });
-    const r = (await this.o.node.propose(encodeSequenceCommand({ op: 'delete', key }))) as SequenceResult;
+    let r: SequenceResult;
+    try {
+      r = (await this.o.node.propose(encodeSequenceCommand({ op: 'delete', key }))) as SequenceResult;
+    } catch (err) {
+      // Outcome unknown (a timeout, a lost leadership): the delete may still be applied. Drop what is buffered, as a
+      // delete would (a gap at worst); the serving paths also check the replicated state.
+      this.dropServing(key);
+      throw err;
+    }
     if (!r.ok) throw new SequenceRefusedError(r);
     if (r.op !== 'delete' || r.key !== key)
       throw new SequenceReplyMismatchError(`delete ${key} answered with ${describe(r)}`);
-    // What was handed out before the delete is still reported (round 4).
+    this.dropServing(key);
+  }
+
+  /** Forgets the key's buffered segments; what was handed out from them is still reported (round 4). */
+  private dropServing(key: string): void {
     for (const m of [this.keys, this.nodeKeys]) {
       const ks = m.get(key);
       if (ks) {
@@ -594,6 +609,17 @@ export class SequenceService {
 
   /** The serving state of `key` for the current term (a new term starts empty). */
   private stateOf(key: string, term: number): KeyState {
+    // The key may have been deleted (or recreated in node mode) while this request waited for its round or a
+    // segment: strict serving state is for strict keys only (a recreated strict key continues above its tombstone,
+    // so its old segments stay below the new ones).
+    if (this.o.state.modeOf(key) !== 'strict') {
+      this.keys.delete(key);
+      throw new SequenceRefusedError({
+        ok: false,
+        code: 'not_found',
+        message: `no strict sequence ${JSON.stringify(key)} (deleted while the request waited)`,
+      });
+    }
     let ks = this.keys.get(key);
     if (!ks || ks.term !== term) {
       ks = this.newKeyState(key, true, term);

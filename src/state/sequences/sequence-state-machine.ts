@@ -9,6 +9,7 @@ import {
   type SequenceConfig,
   type SequenceError,
   type SequenceInfo,
+  type SequenceMode,
   type SequenceResult,
 } from './types.js';
 
@@ -175,6 +176,11 @@ export class SequenceStateMachine implements StateMachine<SequenceResult> {
     if (this.configs.size >= 10_000) this.configs.clear(); // bounded; records keep their own reference
     this.configs.set(id, cfg);
     return cfg;
+  }
+
+  /** The key's mode, or undefined when there is no such sequence (no allocation: for the serving hot path). */
+  modeOf(key: string): SequenceMode | undefined {
+    return this.seqs.get(key)?.cfg.mode;
   }
 
   get(key: string): SequenceInfo | undefined {
