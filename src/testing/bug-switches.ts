@@ -26,6 +26,9 @@
  * - `tick-without-catch` (issue 9 item 6): the node's tick timer lets an exception escape (the process dies instead
  *   of stopping with its reason), and `linearizableRead` arms its timeout before the core accepts the read, so a
  *   read the core refuses at once (a stale cached leader) leaves an orphaned promise that rejects later, unhandled.
+ * - `snowflake-unbounded-generator` (issue 10, server-side Snowflake): a node's `SnowflakeService` issues IDs from a
+ *   plain generator on its leased worker ID and the lease's clock, without the lease's floor (the worker's high-water
+ *   mark), ceiling and deadline check.
  */
 export const BUG_SWITCHES = [
   'client-two-generators',
@@ -37,6 +40,7 @@ export const BUG_SWITCHES = [
   'no-reply-check',
   'cached-mono-deadline',
   'tick-without-catch',
+  'snowflake-unbounded-generator',
 ] as const;
 export type BugSwitch = (typeof BUG_SWITCHES)[number];
 
