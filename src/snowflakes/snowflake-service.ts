@@ -204,7 +204,10 @@ export class SnowflakeService {
           ? { cachePath: join(this.o.cacheDir, `${encodeURIComponent(key)}.lease.json`) }
           : {}),
       });
-      const leased = lease.snowflake(info.layout, { onClockBackwards: 'borrow', onSequenceExhausted: 'borrow' });
+      const leased = lease.snowflake(info.layout, {
+        onClockBackwards: 'borrow',
+        onSequenceExhausted: 'borrow',
+      });
       // Test-only (`snowflake-unbounded-generator`): a plain generator on the leased worker ID and the lease's clock,
       // without the lease's floor, ceiling and deadline check.
       const gen = bugOn('snowflake-unbounded-generator')

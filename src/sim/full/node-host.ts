@@ -15,7 +15,7 @@ import { FloeNode, type NodeLogger } from '../../node/node.js';
 import type { NodeStorage, TransportSink } from '../../node/seams.js';
 import type { ConfState, Message, NodeId, Storage } from '../../raft/types.js';
 import { httpRemoteAlloc, SequenceService, sequenceNodeOf } from '../../sequences/index.js';
-import { memberFetch as signedMemberFetch, SnowflakeService } from '../../snowflakes/index.js';
+import { SnowflakeService, memberFetch as signedMemberFetch } from '../../snowflakes/index.js';
 import { FloeStateMachine } from '../../state/floe-state-machine.js';
 import type { LeaseEvent } from '../../state/leases/types.js';
 import { DurableStorage } from '../../storage/durable-storage.js';

@@ -421,12 +421,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
     const name = `f${i + 1}`;
     const machine = new Machine(
       name,
-      new MachineClock(
-        sched,
-        1,
-        sfRng.range(1_000, 1_000_000),
-        WALL_EPOCH_MS + sfRng.range(-2_000, 2_000),
-      ),
+      new MachineClock(sched, 1, sfRng.range(1_000, 1_000_000), WALL_EPOCH_MS + sfRng.range(-2_000, 2_000)),
     );
     const proc = new SimProcess(sched, machine, `${name}#1`, w.nextPid());
     w.register(proc);

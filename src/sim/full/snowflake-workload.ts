@@ -105,7 +105,9 @@ export async function createSnowflakeKeys(
       });
       if (typeof a !== 'string' && (a.status === 200 || a.status === 201)) break;
       if (typeof a !== 'string' && a.status !== 503 && a.status !== 500)
-        world.trace(`snowflake key ${k.key}: create answered ${a.status} ${JSON.stringify(a.body).slice(0, 160)}`);
+        world.trace(
+          `snowflake key ${k.key}: create answered ${a.status} ${JSON.stringify(a.body).slice(0, 160)}`,
+        );
       await proc.sleep(100);
     }
     world.trace(`snowflake key ${k.key} (${k.layout}, TTL ${k.ttlMs} ms) exists`);
@@ -203,7 +205,10 @@ export class SnowflakeClient {
 
   private async resp(key: string, count: number): Promise<boolean> {
     const st = this.deliveries.stats;
-    const cmd = count === 1 && this.rng.chance(0.5) ? ['SNOWFLAKE.NEXT', key] : ['SNOWFLAKE.NEXT', key, 'COUNT', String(count)];
+    const cmd =
+      count === 1 && this.rng.chance(0.5)
+        ? ['SNOWFLAKE.NEXT', key]
+        : ['SNOWFLAKE.NEXT', key, 'COUNT', String(count)];
     const addr = respAddrOf(this.rng.pick(this.nodeIds()));
     let c = this.respConns.get(addr);
     if (!c) {
@@ -216,7 +221,8 @@ export class SnowflakeClient {
     if (v === undefined || typeof v === 'string') return false;
     const what = `${cmd.join(' ')} on ${addr}`;
     if (v.type === 'error') {
-      if (!/^(TRYAGAIN|ERR no snowflake key)/.test(v.value)) this.world.trace(`${this.name} ${what}: -${v.value}`);
+      if (!/^(TRYAGAIN|ERR no snowflake key)/.test(v.value))
+        this.world.trace(`${this.name} ${what}: -${v.value}`);
       return false;
     }
     let ids: string[];
