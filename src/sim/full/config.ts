@@ -276,6 +276,12 @@ export interface SnowflakeWorkloadConfig {
   thinkMs: [number, number];
   /** Nodes keep their leases in a cache directory on their disk (production: `<dataDir>/snowflake-leases`). */
   cache: boolean;
+  /**
+   * After creating the keys, the operator shrinks the pools of `sf-floe` and `sf-sony` to this many bits (`PUT
+   * /v1/apps/:key/pool`), so the nodes share a few worker IDs and hand them over as leases expire (undefined: the
+   * layout's full pool, where each node keeps its own worker ID).
+   */
+  poolBits?: number;
 }
 
 export interface SimConfig {
@@ -364,6 +370,7 @@ function drawSnowflake(seed: number, override: number | undefined): SnowflakeWor
     maxCount: r.pick([1, 20, 300, 2000]),
     thinkMs: [5, r.range(30, 200)],
     cache: r.chance(0.5),
+    ...(r.chance(0.5) ? { poolBits: r.range(1, 2) } : {}),
   };
 }
 

@@ -112,6 +112,17 @@ export async function createSnowflakeKeys(
     }
     world.trace(`snowflake key ${k.key} (${k.layout}, TTL ${k.ttlMs} ms) exists`);
   }
+  const bits = cfg.poolBits;
+  if (bits === undefined) return;
+  for (const k of cfg.keys) {
+    if (k.layout === 'twitter') continue; // its pool keeps the datacenter bits of its layout
+    while (proc.alive) {
+      const a = await callLeader(fetch, rng.pick(endpoints), 'PUT', `/v1/apps/${k.key}/pool`, { bits });
+      if (typeof a !== 'string' && a.status === 200) break;
+      await proc.sleep(100);
+    }
+    world.trace(`snowflake key ${k.key}: pool of ${bits} bits`);
+  }
 }
 
 /** One snowflake client process: one call at a time, until stopped. */
