@@ -102,8 +102,14 @@ export class NodeHost {
       memberFetch(proc: SimProcess, name: string): FetchLike;
       /** The node's SnowflakeService got a lease (asked for at global µs `askedAtUs`). */
       snowflakeLeased?(proc: SimProcess, lease: WorkerLease, askedAtUs: number): void;
-      /** The node's SnowflakeService issued `ids` of `key` under `lease` (undefined: no lease known, a harness bug). */
-      snowflakeIssued?(proc: SimProcess, key: string, lease: WorkerLease | undefined, ids: bigint[]): void;
+      /** Node `host`'s SnowflakeService issued `ids` of `key` under `lease` (undefined: no lease known, a harness bug). */
+      snowflakeIssued?(
+        host: NodeHost,
+        proc: SimProcess,
+        key: string,
+        lease: WorkerLease | undefined,
+        ids: bigint[],
+      ): void;
     },
     clockRate: number,
     wallEpochMs: number,
@@ -363,7 +369,7 @@ export class NodeHost {
     const next = sf.next.bind(sf);
     sf.next = async (key, count) => {
       const ids = await next(key, count);
-      this.hooks.snowflakeIssued?.(proc, key, byKey.get(key), ids);
+      this.hooks.snowflakeIssued?.(this, proc, key, byKey.get(key), ids);
       return ids;
     };
     return sf;

@@ -255,7 +255,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
             `${proc.name} snowflake ${lease.app}: ${lease.resumedFromCache ? 'resumed from cache' : 'leased'} worker ${lease.workerId} token ${lease.token} (floor ${lease.floorMs})`,
           );
         },
-        snowflakeIssued: (proc, key, lease, ids) => {
+        snowflakeIssued: (host, proc, key, lease, ids) => {
           if (!lease || lease.app !== key) {
             w.fail('harness', `${proc.name} issued IDs of ${key} with no lease of it known`);
             return;
@@ -263,7 +263,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
           const atUs = proc.effectiveUs;
           for (const id of ids)
             oracle.issued(proc.name, key, lease.workerId, lease.token, lease.layout, id, atUs);
-          sfDeliveries.stats.issued += ids.length;
+          sfDeliveries.issued(key, ids, host.id);
         },
       },
       rate(),
@@ -416,7 +416,6 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
   // Server-side Snowflake clients (a share of the seeds): the first creates the keys, then all call random nodes.
   const sfClients: SnowflakeClient[] = [];
   const sfRng = w.rng('sf-machines');
-  const nodeEndpoints = () => hosts.filter((h) => !h.removed).map((h) => `http://${h.httpAddr}`);
   for (let i = 0; i < cfg.snowflake.clients; i++) {
     const name = `f${i + 1}`;
     const machine = new Machine(
@@ -431,7 +430,6 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
         name,
         proc,
         router.fetchFor(proc, name, 1000),
-        nodeEndpoints,
         cfg.snowflake,
         sfDeliveries,
         w.rng(name),

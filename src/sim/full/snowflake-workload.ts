@@ -48,14 +48,34 @@ const MAX_ID = (1n << 63n) - 1n;
 export class SnowflakeDeliveries {
   readonly stats = zeroSnowflakeStats();
   private readonly delivered = new Map<string, Map<bigint, string>>();
+  /** Per key: which node issued each ID (recorded at the node, as its SnowflakeService returns them). */
+  private readonly issuer = new Map<string, Map<bigint, number>>();
 
   constructor(
     private readonly world: World,
     private readonly oracle: IdOracle,
   ) {}
 
-  /** `ids` of `key` reached `who` as the answer to `what` (asked `count`): false (and the run failed) if wrong. */
-  check(key: string, count: number, ids: readonly string[], who: string, what: string): boolean {
+  /** Node `nodeId` issued `ids` of `key` (after the IdOracle took them). */
+  issued(key: string, ids: readonly bigint[], nodeId: number): void {
+    let m = this.issuer.get(key);
+    if (!m) this.issuer.set(key, (m = new Map()));
+    for (const id of ids) m.set(id, nodeId);
+    this.stats.issued += ids.length;
+  }
+
+  /**
+   * `ids` of `key` reached `who` as the answer to `what` (asked `count` of node `nodeId`, which serves from its own
+   * worker ID): false (and the run failed) if wrong.
+   */
+  check(
+    key: string,
+    count: number,
+    ids: readonly string[],
+    who: string,
+    what: string,
+    nodeId: number,
+  ): boolean {
     const w = this.world;
     if (ids.length !== count || !ids.every((s) => /^\d{1,19}$/.test(s))) {
       w.fail('reply-mismatch', `${who}: ${what} answered ${JSON.stringify(ids).slice(0, 300)}`);
@@ -71,8 +91,13 @@ export class SnowflakeDeliveries {
         return false;
       }
       prev = id;
-      if (!this.oracle.wasIssued(key, id)) {
+      const by = this.issuer.get(key)?.get(id);
+      if (by === undefined || !this.oracle.wasIssued(key, id)) {
         w.fail('reply-mismatch', `${who}: ${what} answered ID ${id}, which no node issued for ${key}`);
+        return false;
+      }
+      if (by !== nodeId) {
+        w.fail('reply-mismatch', `${who}: ${what} answered ID ${id}, which n${by} issued, not n${nodeId}`);
         return false;
       }
       const before = m.get(id);
@@ -137,14 +162,12 @@ export class SnowflakeClient {
     readonly name: string,
     readonly proc: SimProcess,
     private readonly fetch: FetchLike,
-    /** The nodes' HTTP addresses (plus the load balancer). */
-    private readonly endpoints: () => string[],
     private readonly cfg: SnowflakeWorkloadConfig,
     private readonly deliveries: SnowflakeDeliveries,
     private readonly rng: Prng,
     readonly kind: SnowflakeClientKind,
     private readonly respNet: RespNet | undefined,
-    /** The members a RESP client may dial. */
+    /** The members a client may call (each at `nN:8080` over HTTP, `nN:6379` over RESP). */
     private readonly nodeIds: () => number[],
   ) {}
 
@@ -179,39 +202,54 @@ export class SnowflakeClient {
     return ok;
   }
 
-  private endpoint(): string {
-    return this.rng.pick(this.endpoints());
+  /** A running member's base URL, and its node ID. */
+  private endpoint(): [string, number] {
+    const id = this.rng.pick(this.nodeIds());
+    return [`http://n${id}:8080`, id];
   }
 
   private async json(key: string, count: number): Promise<boolean> {
+    const [base, node] = this.endpoint();
     const what = `POST /v1/snowflakes/${key}/next {count: ${count}}`;
-    const a = await callLeader(this.fetch, this.endpoint(), 'POST', `/v1/snowflakes/${key}/next`, { count });
-    if (typeof a === 'string' || a.status !== 200) return false;
+    const a = await callLeader(this.fetch, base, 'POST', `/v1/snowflakes/${key}/next`, { count });
+    if (typeof a === 'string') {
+      this.world.trace(`${this.name} ${what}: ${a}`);
+      return false;
+    }
+    if (a.status !== 200) {
+      this.world.trace(`${this.name} ${what}: ${a.status} ${JSON.stringify(a.body).slice(0, 160)}`);
+      return false;
+    }
     const b = a.body;
     if (b.key !== key || !Array.isArray(b.ids)) {
       this.world.fail('reply-mismatch', `${this.name}: ${what} answered ${JSON.stringify(b).slice(0, 300)}`);
       return false;
     }
-    return this.got(key, count, b.ids as string[], what);
+    return this.got(key, count, b.ids as string[], what, node);
   }
 
   private async leaf(key: string, count: number): Promise<boolean> {
     const plain = count === 1 && this.rng.chance(0.5);
     const path = `/api/snowflake/get/${key}${plain ? '' : `?count=${count}`}`;
+    const [base, node] = this.endpoint();
     let res: Awaited<ReturnType<FetchLike>>;
     try {
-      res = await this.fetch(`${this.endpoint()}${path}`, {
+      res = await this.fetch(`${base}${path}`, {
         method: 'GET',
         headers: {},
         redirect: 'manual',
         signal: NEVER_ABORTED,
       });
-    } catch {
+    } catch (err) {
+      this.world.trace(`${this.name} GET ${path}: ${String(err).slice(0, 120)}`);
       return false;
     }
     const text = await res.text();
-    if (res.status !== 200) return false;
-    return this.got(key, count, text.split('\n'), `GET ${path}`);
+    if (res.status !== 200) {
+      this.world.trace(`${this.name} GET ${path}: ${res.status} ${text.slice(0, 160)}`);
+      return false;
+    }
+    return this.got(key, count, text.split('\n'), `GET ${path}`, node);
   }
 
   private async resp(key: string, count: number): Promise<boolean> {
@@ -220,7 +258,8 @@ export class SnowflakeClient {
       count === 1 && this.rng.chance(0.5)
         ? ['SNOWFLAKE.NEXT', key]
         : ['SNOWFLAKE.NEXT', key, 'COUNT', String(count)];
-    const addr = respAddrOf(this.rng.pick(this.nodeIds()));
+    const node = this.rng.pick(this.nodeIds());
+    const addr = respAddrOf(node);
     let c = this.respConns.get(addr);
     if (!c) {
       c = new RespConnection(this.world, this.respNet as RespNet, this.proc, this.name, addr, 1000);
@@ -229,11 +268,13 @@ export class SnowflakeClient {
     st.respCalls++;
     const [a] = await c.pipeline([cmd]);
     const v = a?.outcome;
-    if (v === undefined || typeof v === 'string') return false;
     const what = `${cmd.join(' ')} on ${addr}`;
+    if (v === undefined || typeof v === 'string') {
+      this.world.trace(`${this.name} ${what}: ${v ?? 'no answer'}`);
+      return false;
+    }
     if (v.type === 'error') {
-      if (!/^(TRYAGAIN|ERR no snowflake key)/.test(v.value))
-        this.world.trace(`${this.name} ${what}: -${v.value}`);
+      this.world.trace(`${this.name} ${what}: -${v.value.slice(0, 160)}`);
       return false;
     }
     let ids: string[];
@@ -245,7 +286,7 @@ export class SnowflakeClient {
         return this.mismatch(what, v);
       ids = v.value.map((x) => String((x as { value: bigint }).value));
     }
-    if (!this.got(key, count, ids, what)) return false;
+    if (!this.got(key, count, ids, what, node)) return false;
     st.respOk++;
     return true;
   }
@@ -255,8 +296,8 @@ export class SnowflakeClient {
     return false;
   }
 
-  private got(key: string, count: number, ids: string[], what: string): boolean {
-    if (!this.deliveries.check(key, count, ids, this.name, what)) return false;
+  private got(key: string, count: number, ids: string[], what: string, node: number): boolean {
+    if (!this.deliveries.check(key, count, ids, this.name, what, node)) return false;
     this.world.trace(`${this.name} ${what} -> ${ids[0]}..${ids[ids.length - 1]}`);
     return true;
   }
