@@ -105,8 +105,9 @@ export class SnowflakeDeliveries {
         w.fail('duplicate-id', `${key}: ID ${id} delivered to ${who} (${what}) and before to ${before}`);
         return false;
       }
-      m.set(id, who);
     }
+    // Recorded only once the whole reply passed (a refused reply delivered nothing).
+    for (const s of ids) m.set(BigInt(s), who);
     this.stats.ids += ids.length;
     return true;
   }
