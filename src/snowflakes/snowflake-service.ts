@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { LeaseLostError } from '../client/errors.js';
 import type { FloeClient } from '../client/floe-client.js';
 import type { WorkerLease } from '../client/worker-lease.js';
-import { getLayout, layoutFingerprint, type Snowflake } from '../id/index.js';
+import { getLayout, layoutFingerprint, Snowflake } from '../id/index.js';
 import {
   DEFAULT_SNOWFLAKE_TTL_MS,
   encodeSnowflakeKeyCommand,
@@ -12,6 +12,7 @@ import {
   type SnowflakeKeyResult,
   type SnowflakeKeysStateMachine,
 } from '../state/snowflakes/snowflake-keys.js';
+import { bugOn } from '../testing/bug-switches.js';
 
 export interface SnowflakeServiceOptions {
   state: SnowflakeKeysStateMachine;
@@ -39,6 +40,12 @@ export interface SnowflakeServiceOptions {
   holder: string;
   /** Directory for the lease caches (one file per key), so a restart resumes at once. None: no cache. */
   cacheDir?: string;
+  /**
+   * Makes `cacheDir` (and its parents) if missing, before a lease is taken. Default: node:fs `mkdir` with `recursive`.
+   * The full-stack simulator passes its node machine's disk, the file system `client` keeps its caches on (its
+   * `cacheFs`).
+   */
+  mkdirCacheDir?(dir: string): Promise<unknown>;
 }
 
 /** A refusal (unknown key, bad layout, ...): the message says what. */
@@ -184,7 +191,10 @@ export class SnowflakeService {
       );
     if (this.closed) return Promise.reject(new SnowflakeRefusedError('stopped', 'the node is stopping'));
     const p = (async () => {
-      if (this.o.cacheDir) await mkdir(this.o.cacheDir, { recursive: true });
+      if (this.o.cacheDir)
+        await (this.o.mkdirCacheDir
+          ? this.o.mkdirCacheDir(this.o.cacheDir)
+          : mkdir(this.o.cacheDir, { recursive: true }));
       const lease = await this.o.client.leaseWorker({
         app: key,
         nodeId: this.o.holder,
@@ -194,7 +204,22 @@ export class SnowflakeService {
           ? { cachePath: join(this.o.cacheDir, `${encodeURIComponent(key)}.lease.json`) }
           : {}),
       });
-      const gen = lease.snowflake(info.layout, { onClockBackwards: 'borrow', onSequenceExhausted: 'borrow' });
+      const leased = lease.snowflake(info.layout, {
+        onClockBackwards: 'borrow',
+        onSequenceExhausted: 'borrow',
+      });
+      // Test-only (`snowflake-unbounded-generator`): a plain generator on the leased worker ID and the lease's clock,
+      // without the lease's floor, ceiling and deadline check.
+      const gen = bugOn('snowflake-unbounded-generator')
+        ? new Snowflake({
+            layout: leased.layout,
+            worker: leased.worker,
+            datacenter: leased.datacenter,
+            clock: leased.clock,
+            onClockBackwards: 'borrow',
+            onSequenceExhausted: 'borrow',
+          })
+        : leased;
       const kl = { lease, gen };
       lease.on('lost', () => this.drop(key, kl));
       this.held.set(key, kl);

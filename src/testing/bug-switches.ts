@@ -28,6 +28,9 @@
  *   read the core refuses at once (a stale cached leader) leaves an orphaned promise that rejects later, unhandled.
  * - `transport-no-frame-crc` (issue 10): the peer transport's frame decoder does not check the frame checksum, so bytes
  *   corrupted in transit past TCP's checksum reach Raft as a different message (wire version 1 had no checksum).
+ * - `snowflake-unbounded-generator` (issue 10, server-side Snowflake): a node's `SnowflakeService` issues IDs from a
+ *   plain generator on its leased worker ID and the lease's clock, without the lease's floor (the worker's high-water
+ *   mark), ceiling and deadline check.
  */
 export const BUG_SWITCHES = [
   'client-two-generators',
@@ -40,6 +43,7 @@ export const BUG_SWITCHES = [
   'cached-mono-deadline',
   'tick-without-catch',
   'transport-no-frame-crc',
+  'snowflake-unbounded-generator',
 ] as const;
 export type BugSwitch = (typeof BUG_SWITCHES)[number];
 

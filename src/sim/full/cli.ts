@@ -8,6 +8,7 @@
 //   --clients N        SDK lease clients (default 10)
 //   --kv-clients N     key-value/counter clients (default 3)
 //   --seq-clients N    sequence clients (default: 2 in about a third of the seeds, 0 in the others)
+//   --snowflake-clients N   server-side Snowflake clients (default: 2 or 3 in about a third of the seeds, else 0)
 //   --seconds S        simulated seconds of workload and faults (default 10)
 //   --heal-seconds S   simulated seconds the healed cluster has to recover (default 15)
 //   --storage durable|memory   DurableStorage on the MemoryFs twin (default), or MemoryNodeStorage
@@ -44,8 +45,9 @@ interface Cli {
 }
 
 const USAGE = `usage: npm run sim:full -- [--seeds N] [--start S] [--seed S] [--profile P] [--nodes N]
-         [--clients N] [--kv-clients N] [--seq-clients N] [--seconds S] [--heal-seconds S] [--storage durable|memory]
-         [--eio-restart reboot|process] [--peer-transport sim|production|drawn] [--bug NAME]... [--workarounds none|LIST] [--jobs J] [--tail N]
+         [--clients N] [--kv-clients N] [--seq-clients N] [--snowflake-clients N] [--seconds S] [--heal-seconds S]
+         [--storage durable|memory] [--eio-restart reboot|process] [--peer-transport sim|production|drawn] [--bug NAME]...
+         [--workarounds none|LIST] [--jobs J] [--tail N]
          [--verbose] [--json]
 profiles:
 ${PROFILE_NAMES.map((n) => `  ${n.padEnd(9)} ${PROFILES[n]?.summary ?? ''}`).join('\n')}`;
@@ -71,6 +73,7 @@ function parse(argv: string[]): Cli {
       clients: { type: 'string' },
       'kv-clients': { type: 'string' },
       'seq-clients': { type: 'string' },
+      'snowflake-clients': { type: 'string' },
       seconds: { type: 'string' },
       'heal-seconds': { type: 'string' },
       storage: { type: 'string' },
@@ -124,6 +127,7 @@ function parse(argv: string[]): Cli {
   keep('clients', values.clients);
   keep('kv-clients', values['kv-clients']);
   keep('seq-clients', values['seq-clients']);
+  keep('snowflake-clients', values['snowflake-clients']);
   keep('seconds', values.seconds);
   keep('heal-seconds', values['heal-seconds']);
   keep('storage', storage, 'durable');
@@ -153,6 +157,7 @@ function parse(argv: string[]): Cli {
       leaseClients: int('clients', values.clients, 0, 200),
       kvClients: int('kv-clients', values['kv-clients'], 1, 50),
       seqClients: int('seq-clients', values['seq-clients'], 0, 50),
+      snowflakeClients: int('snowflake-clients', values['snowflake-clients'], 0, 50),
       seconds: int('seconds', values.seconds, 1, 3_600),
       healSeconds: int('heal-seconds', values['heal-seconds'], 1, 3_600),
       storage,

@@ -254,6 +254,37 @@ export interface SeqWorkloadConfig {
   thinkMs: [number, number];
 }
 
+/** How a snowflake client calls: the HTTP routes (JSON and Leaf's text route), or RESP `SNOWFLAKE.NEXT`. */
+export type SnowflakeClientKind = 'http' | 'resp';
+
+/** One server-side Snowflake key of the workload. */
+export interface SnowflakeKeyConfig {
+  key: string;
+  /** A preset name (the only layouts a key may have). */
+  layout: 'floe' | 'twitter' | 'sonyflake';
+  ttlMs: number;
+}
+
+export interface SnowflakeWorkloadConfig {
+  /** Snowflake client processes (0: no server-side Snowflake in this seed; nodes then do not run the service). */
+  clients: number;
+  /** How each client calls (client i is `http`, `resp` in turn from an offset of 0 or 1). */
+  kinds: SnowflakeClientKind[];
+  keys: SnowflakeKeyConfig[];
+  /** IDs per call [1, max]. */
+  maxCount: number;
+  /** ms between two calls of one client [min, max]. */
+  thinkMs: [number, number];
+  /** Nodes keep their leases in a cache directory on their disk (production: `<dataDir>/snowflake-leases`). */
+  cache: boolean;
+  /**
+   * After creating the keys, the operator shrinks the pools of `sf-floe` and `sf-sony` to this many bits (`PUT
+   * /v1/apps/:key/pool`), so the nodes share a few worker IDs and hand them over as leases expire (undefined: the
+   * layout's full pool, where each node keeps its own worker ID).
+   */
+  poolBits?: number;
+}
+
 export interface SimConfig {
   seed: number;
   profile: string;
@@ -265,6 +296,7 @@ export interface SimConfig {
   node: NodeSettings;
   lease: LeaseWorkloadConfig;
   seq: SeqWorkloadConfig;
+  snowflake: SnowflakeWorkloadConfig;
   clockDrift: number;
   /** Background network conditions of the run. */
   net: NetConditions;
@@ -286,6 +318,8 @@ export interface ConfigOverrides {
   leaseClients?: number;
   /** Sequence clients (default: 2 in about a third of the seeds, else 0). */
   seqClients?: number;
+  /** Server-side Snowflake clients (default: 2 or 3 in about a third of the seeds, else 0). */
+  snowflakeClients?: number;
   seconds?: number;
   healSeconds?: number;
   storage?: 'durable' | 'memory';
@@ -311,6 +345,38 @@ function seqClientKinds(seed: number, clients: number): SeqClientKind[] {
   const order: SeqClientKind[] = ['http', 'resp', 'sdk'];
   const offset = new Prng(seed).fork('config-seq-kinds').int(2);
   return Array.from({ length: clients }, (_, i) => order[(offset + i) % 3] as SeqClientKind);
+}
+
+/**
+ * The server-side Snowflake workload, from a stream of its own (`config-late4`), drawn after everything else: every
+ * seed keeps the configuration it had before it existed, and a seed without snowflake clients runs exactly as before.
+ * Layouts: `floe` (1 ms ticks, 12-bit sequence), `sonyflake` (10 ms ticks, 8-bit sequence: batches overflow a tick and
+ * borrow ahead) and `twitter` (5 datacenter bits above 5 worker bits).
+ */
+function drawSnowflake(seed: number, override: number | undefined): SnowflakeWorkloadConfig {
+  const r = new Prng(seed).fork('config-late4');
+  const drawn = r.chance(1 / 3) ? r.range(2, 3) : 0;
+  const clients = override ?? drawn;
+  const offset = r.int(2);
+  const kinds = Array.from(
+    { length: clients },
+    (_, i) => (['http', 'resp'] as const)[(offset + i) % 2] as SnowflakeClientKind,
+  );
+  const ttl = () => r.pick([1000, 2000, 3000, 5000]);
+  const keys: SnowflakeKeyConfig[] = [
+    { key: 'sf-floe', layout: 'floe', ttlMs: ttl() },
+    { key: 'sf-sony', layout: 'sonyflake', ttlMs: ttl() },
+  ];
+  if (r.chance(0.5)) keys.push({ key: 'sf-twitter', layout: 'twitter', ttlMs: ttl() });
+  return {
+    clients,
+    kinds,
+    keys,
+    maxCount: r.pick([1, 20, 300, 2000]),
+    thinkMs: [5, r.range(30, 200)],
+    cache: r.chance(0.5),
+    ...(r.chance(0.5) ? { poolBits: r.range(1, 2) } : {}),
+  };
 }
 
 /** The configuration of one seed: a pure function of (seed, profile, overrides). */
@@ -412,6 +478,7 @@ export function drawConfig(seed: number, profileName: string, o: ConfigOverrides
       maxCount: late2.pick([1, 3, 20]),
       thinkMs: [5, late2.range(30, 200)],
     },
+    snowflake: drawSnowflake(seed, o.snowflakeClients),
     clockDrift: p.clockDrift,
     net,
     weights,

@@ -1,6 +1,9 @@
 // The ID oracle: checks every ID every simulated client issues, in global simulated time.
 //
-// - Unique: no ID is issued twice, by anyone.
+// - Unique: no ID is issued twice, by anyone, within one app. An app is one ID namespace: the SDK clients' app, or
+//   one server-side Snowflake key (each key is its own lease pool with its own layout; two keys' IDs may be equal,
+//   as two apps' may, and are told apart by their key). Holders are SDK client processes and node processes
+//   (`floe-node-N`'s SnowflakeService, one holder per node process and lease token).
 // - One holder at a time (P1 of docs/decisions/0002-lease-safety.md): a holder (one process
 //   incarnation with one lease token) uses a worker ID from its first to its last issued ID, in
 //   global time; two holders' intervals of one worker ID never overlap. IDs are recorded as they
@@ -41,7 +44,8 @@ export interface OracleStats {
 }
 
 export class IdOracle {
-  private readonly ids = new Set<bigint>();
+  /** Per app: every ID issued. */
+  private readonly ids = new Map<string, Set<bigint>>();
   private readonly holders = new Map<string, Holder>();
   private readonly byWorker = new Map<string, Holder[]>();
   /** app/worker → high-water mark after its last release or expiry. */
@@ -115,13 +119,14 @@ export class IdOracle {
         w,
         floorKey: `${w}/${token}`,
         key: `${holderName}/${token}`,
+        ids: this.idsOf(app),
       };
       this.keys = k;
     }
     const w = k.w;
     // One hash of the ID, not two (has, then add): a set that does not grow already held it.
-    const seen = this.ids.size;
-    if (this.ids.add(id).size === seen) {
+    const seen = k.ids.size;
+    if (k.ids.add(id).size === seen) {
       this.world.fail('duplicate-id', `ID ${id} issued again by ${holderName} (worker ${w}, token ${token})`);
       return;
     }
@@ -202,6 +207,17 @@ export class IdOracle {
     }
   }
 
+  private idsOf(app: string): Set<bigint> {
+    let s = this.ids.get(app);
+    if (!s) this.ids.set(app, (s = new Set()));
+    return s;
+  }
+
+  /** Whether `id` of `app` was issued (recorded by `issued`). */
+  wasIssued(app: string, id: bigint): boolean {
+    return this.ids.get(app)?.has(id) ?? false;
+  }
+
   /** A P1 overlap the documented failure model allows (counted and traced once per pair). */
   private readonly exemptPairs = new Set<string>();
   private exempt(g: Holder, h: Holder): boolean {
@@ -221,8 +237,10 @@ export class IdOracle {
   get stats(): OracleStats {
     let reused = 0;
     for (const n of this.grantsPerWorker.values()) if (n > 1) reused++;
+    let ids = 0;
+    for (const s of this.ids.values()) ids += s.size;
     return {
-      ids: this.ids.size,
+      ids,
       holders: this.holders.size,
       grants: this.grants,
       reusedWorkers: reused,
@@ -241,6 +259,7 @@ interface IssueKeys {
   w: string;
   floorKey: string;
   key: string;
+  ids: Set<bigint>;
 }
 
 /** A layout's fields as bigint shifts and masks, for the oracle's own decoding of every ID (see decodeFast). */

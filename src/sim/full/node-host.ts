@@ -4,7 +4,9 @@
 // FloeStateMachine, LeaseService and the HTTP API, all on the process's virtual clocks and timers.
 
 import type { FastifyInstance } from 'fastify';
+import { FloeClient } from '../../client/floe-client.js';
 import type { FetchLike } from '../../client/http-transport.js';
+import type { WorkerLease } from '../../client/worker-lease.js';
 import { leaseNodeOf } from '../../lease/floe-node-adapter.js';
 import { LeaseService } from '../../lease/lease-service.js';
 import type { MemberInfo } from '../../node/members.js';
@@ -13,10 +15,12 @@ import { FloeNode, type NodeLogger } from '../../node/node.js';
 import type { NodeStorage, NodeTransport, TransportSink } from '../../node/seams.js';
 import type { ConfState, Message, NodeId, Storage } from '../../raft/types.js';
 import { httpRemoteAlloc, SequenceService, sequenceNodeOf } from '../../sequences/index.js';
+import { SnowflakeService, memberFetch as signedMemberFetch } from '../../snowflakes/index.js';
 import { FloeStateMachine } from '../../state/floe-state-machine.js';
 import type { LeaseEvent } from '../../state/leases/types.js';
 import { DurableStorage } from '../../storage/durable-storage.js';
 import { MemoryFs } from '../../storage/memory-fs.js';
+import { memoryCacheFs, simCacheHost } from './cache-disk.js';
 import { buildSimHttpApp } from './http-app.js';
 import type { VirtualNetwork } from './network.js';
 import { Machine, MachineClock, SimProcess } from './process.js';
@@ -39,6 +43,11 @@ export interface NodeSettings {
   leaseTtlMs: number;
   /** Serve sequences (SequenceService and its routes): only in seeds with sequence clients, to save their cost. */
   sequences?: boolean;
+  /**
+   * Serve server-side Snowflake (SnowflakeService, its HTTP routes and RESP commands): only in seeds with snowflake
+   * clients. `cache`: the node keeps its leases under `<dataDir>/snowflake-leases` on its disk, as production does.
+   */
+  snowflakes?: { cache: boolean };
 }
 
 export type NodeState = 'down' | 'booting' | 'up' | 'halted' | 'failed';
@@ -59,6 +68,7 @@ export class NodeHost {
   sm: FloeStateMachine | undefined;
   leases: LeaseService | undefined;
   sequences: SequenceService | undefined;
+  snowflakes: SnowflakeService | undefined;
   app: FastifyInstance | undefined;
   /** Why the last boot or run ended badly (halt reason, open error). */
   lastError: string | undefined;
@@ -92,6 +102,16 @@ export class NodeHost {
       memberFetch(proc: SimProcess, name: string): FetchLike;
       /** The production PeerTransport over simulated TCP (peer-net.ts), in seeds that run it; else network.ts. */
       peerTransport?(proc: SimProcess, sink: TransportSink): Promise<NodeTransport>;
+      /** The node's SnowflakeService got a lease (asked for at global µs `askedAtUs`). */
+      snowflakeLeased?(proc: SimProcess, lease: WorkerLease, askedAtUs: number): void;
+      /** Node `host`'s SnowflakeService issued `ids` of `key` under `lease` (undefined: no lease known, a harness bug). */
+      snowflakeIssued?(
+        host: NodeHost,
+        proc: SimProcess,
+        key: string,
+        lease: WorkerLease | undefined,
+        ids: bigint[],
+      ): void;
     },
     clockRate: number,
     wallEpochMs: number,
@@ -255,6 +275,7 @@ export class NodeHost {
             },
           }),
         });
+    const snowflakes = s.snowflakes ? this.snowflakeService(proc, n, sm, leases, memberFetch) : undefined;
     const app = await buildSimHttpApp(
       n,
       sm.kv,
@@ -263,6 +284,7 @@ export class NodeHost {
         leases,
         auth: sm.auth,
         ...(sequences ? { sequences } : {}),
+        ...(snowflakes ? { snowflakes } : {}),
         memberSecret: SIM_CLUSTER_SECRET,
       },
       SIM_CLUSTER_SECRET,
@@ -272,10 +294,90 @@ export class NodeHost {
     this.sm = sm;
     this.leases = leases;
     this.sequences = sequences;
+    this.snowflakes = snowflakes;
     this.app = app;
     n.start();
     this.state = 'up';
     w.trace(`${proc.name} up (term ${n.status().term}, applied ${n.status().appliedIndex})`);
+  }
+
+  /**
+   * Server-side Snowflake as src/node/start.ts wires it: the keys of the state machine, creates proposed through this
+   * node, pools sized and pins read through its LeaseService and lease state, and a FloeClient of the node itself (its
+   * own HTTP API, followed to the leader, signed as a member) on the process's clocks, timers and randomness, with
+   * holder `floe-node-N` and, in some seeds, its lease cache under the data directory on the machine's disk.
+   * The harness watches what it does from outside: each lease the client returns, and each batch `next` returns.
+   */
+  private snowflakeService(
+    proc: SimProcess,
+    n: FloeNode<unknown>,
+    sm: FloeStateMachine,
+    leases: LeaseService,
+    fetch: FetchLike,
+  ): SnowflakeService {
+    const w = this.world;
+    const rng = w.rng(`sf-${proc.name}`);
+    const client = new FloeClient({
+      endpoints: [`http://${this.httpAddr}`],
+      requestTimeoutMs: 1000,
+      fetch: signedMemberFetch(SIM_CLUSTER_SECRET, this.id, fetch),
+      clock: {
+        now: () => Math.floor(proc.wallMs()),
+        waitUntil: (ms: number) => proc.busyWaitUntilWall(ms),
+      },
+      monotonic: () => proc.monoMs(),
+      bootId: this.machine.bootId,
+      cacheFs: memoryCacheFs(() => this.disk),
+      cacheHost: simCacheHost(w, proc, w.rng(`sf-cache-${proc.name}`)),
+      setTimer: (fn, ms) => {
+        const t = proc.setTimeout(fn, ms, 'sdk-timer');
+        return { cancel: () => proc.clearTimer(t) };
+      },
+      sleep: (ms) => proc.sleep(ms),
+      random: () => rng.float(),
+      incarnation: proc.name,
+    });
+    const byKey = new Map<string, WorkerLease>();
+    const leaseWorker = client.leaseWorker.bind(client);
+    client.leaseWorker = async (o) => {
+      const askedAtUs = proc.effectiveUs;
+      const lease = await leaseWorker(o);
+      byKey.set(o.app, lease);
+      this.hooks.snowflakeLeased?.(proc, lease, askedAtUs);
+      return lease;
+    };
+    const sf = new SnowflakeService({
+      state: sm.snowflakes,
+      propose: (cmd) => n.propose(cmd),
+      configurePool: async (app, bits, dcBits) => {
+        const r = await leases.configurePool(app, bits, dcBits);
+        return r.ok ? { ok: true } : { ok: false, message: r.message };
+      },
+      client,
+      holder: `floe-node-${this.id}`,
+      pinnedLayout: (app) => sm.leases.pool(app)?.layout || undefined,
+      linearizableRead: () => n.linearizableRead(),
+      ...(this.settings.snowflakes?.cache
+        ? {
+            cacheDir: `${this.dir}/snowflake-leases`,
+            // As `mkdir -p`, on whatever disk the machine has now (a new view after a power loss).
+            mkdirCacheDir: async (dir: string) => {
+              let at = '';
+              for (const part of dir.split('/').filter((x) => x !== '')) {
+                at += `/${part}`;
+                if (!this.disk.existsNow(at)) await this.disk.mkdir(at);
+              }
+            },
+          }
+        : {}),
+    });
+    const next = sf.next.bind(sf);
+    sf.next = async (key, count) => {
+      const ids = await next(key, count);
+      this.hooks.snowflakeIssued?.(this, proc, key, byKey.get(key), ids);
+      return ids;
+    };
+    return sf;
   }
 
   /**
@@ -315,6 +417,7 @@ export class NodeHost {
     this.node = undefined;
     this.leases = undefined;
     this.sequences = undefined;
+    this.snowflakes = undefined;
     this.app = undefined;
     this.sm = undefined;
   }

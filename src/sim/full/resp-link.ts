@@ -240,6 +240,7 @@ class SimRespServer {
       leases: host.leases!,
       auth: host.sm!.auth,
       ...(host.sequences ? { sequences: host.sequences } : {}),
+      ...(host.snowflakes ? { snowflakes: host.snowflakes } : {}),
     });
     const counters = zeroServerCounters();
     const self = parseHostPort(respAddrOf(host.id))!;

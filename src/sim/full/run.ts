@@ -21,6 +21,12 @@ import { RaftObserver } from './raft-observer.js';
 import { RESP_HARNESS_BUGS, RespNet, respAddrOf } from './resp-link.js';
 import { immediates, Scheduler } from './scheduler.js';
 import { createSequences, SeqClient, SeqOracle, type SeqStats } from './seq-workload.js';
+import {
+  createSnowflakeKeys,
+  SnowflakeClient,
+  SnowflakeDeliveries,
+  type SnowflakeStats,
+} from './snowflake-workload.js';
 import type { Failure, FailureKind, World } from './world.js';
 
 export interface FullSimOptions extends ConfigOverrides {
@@ -61,6 +67,8 @@ export interface FullSimStats {
   clients: LeaseClientStats;
   /** The sequence workload (zeros in seeds without it). */
   seq: SeqStats;
+  /** The server-side Snowflake workload (zeros in seeds without it). */
+  snowflake: SnowflakeStats;
   /** Lease replies delivered to another client's request (`replyMixup`). */
   mixedUpReplies: number;
   faults: FaultStats;
@@ -162,6 +170,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
   const started = performance.now();
   const cfg = drawConfig(o.seed, o.profile ?? 'swarm', o);
   cfg.node.sequences = cfg.seq.clients > 0;
+  if (cfg.snowflake.clients > 0) cfg.node.snowflakes = { cache: cfg.snowflake.cache };
   const trace = new Trace(o.traceTail ?? 80, o.verbose);
   const w = new RunWorld(o.seed, trace, o.bugs ?? [], o.verbose);
   const sched = w.sched;
@@ -191,10 +200,12 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
   const router = new HttpRouter(w, () => net.conditions);
   router.nodeLinkBlocked = (a, b) => net.isBlocked(a, b);
   const oracle = new IdOracle(w);
+  const sfDeliveries = new SnowflakeDeliveries(w, oracle);
   const rate = () => 1 + (2 * rng.float() - 1) * cfg.clockDrift;
 
-  // Members advertise a RESP address only in seeds with RESP sequence clients (the others keep their log bytes).
-  const respOn = cfg.seq.kinds.includes('resp');
+  // Members advertise a RESP address only in seeds with RESP sequence or snowflake clients (the others keep their
+  // log bytes).
+  const respOn = cfg.seq.kinds.includes('resp') || cfg.snowflake.kinds.includes('resp');
   const respAddr = (id: number) => (respOn ? { respAddr: respAddrOf(id) } : {});
   const members = Array.from({ length: cfg.nodes }, (_, i) => ({
     id: i + 1,
@@ -242,6 +253,24 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
         stopped: (host, reason) => supervise(host, reason),
         memberFetch: (proc, name) => router.fetchFor(proc, name, 1000),
         ...(peerNet ? { peerTransport: (proc, sink) => peerNet.start(m.id, proc, sink, m.peerAddr) } : {}),
+        snowflakeLeased: (proc, lease, askedAtUs) => {
+          sfDeliveries.stats.leases++;
+          if (lease.resumedFromCache) sfDeliveries.stats.resumed++;
+          oracle.leased(proc.name, lease.token, proc.machine, askedAtUs);
+          w.trace(
+            `${proc.name} snowflake ${lease.app}: ${lease.resumedFromCache ? 'resumed from cache' : 'leased'} worker ${lease.workerId} token ${lease.token} (floor ${lease.floorMs})`,
+          );
+        },
+        snowflakeIssued: (host, proc, key, lease, ids) => {
+          if (!lease || lease.app !== key) {
+            w.fail('harness', `${proc.name} issued IDs of ${key} with no lease of it known`);
+            return;
+          }
+          const atUs = proc.effectiveUs;
+          for (const id of ids)
+            oracle.issued(proc.name, key, lease.workerId, lease.token, lease.layout, id, atUs);
+          sfDeliveries.issued(key, ids, host.id);
+        },
       },
       rate(),
       WALL_EPOCH_MS + rng.range(-2_000, 2_000),
@@ -390,6 +419,48 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
     });
   }
 
+  // Server-side Snowflake clients (a share of the seeds): the first creates the keys, then all call random nodes.
+  const sfClients: SnowflakeClient[] = [];
+  const sfRng = w.rng('sf-machines');
+  for (let i = 0; i < cfg.snowflake.clients; i++) {
+    const name = `f${i + 1}`;
+    const machine = new Machine(
+      name,
+      new MachineClock(sched, 1, sfRng.range(1_000, 1_000_000), WALL_EPOCH_MS + sfRng.range(-2_000, 2_000)),
+    );
+    const proc = new SimProcess(sched, machine, `${name}#1`, w.nextPid());
+    w.register(proc);
+    sfClients.push(
+      new SnowflakeClient(
+        w,
+        name,
+        proc,
+        router.fetchFor(proc, name, 1000),
+        cfg.snowflake,
+        sfDeliveries,
+        w.rng(name),
+        cfg.snowflake.kinds[i] ?? 'http',
+        respNet,
+        () => hosts.filter((h) => !h.removed).map((h) => h.id),
+      ),
+    );
+  }
+  const firstSf = sfClients[0];
+  if (firstSf) {
+    sched.after(0, firstSf.proc, 'sf-create', () => {
+      void createSnowflakeKeys(
+        firstSf.proc,
+        router.fetchFor(firstSf.proc, firstSf.name, 1000),
+        endpoints,
+        cfg.snowflake,
+        w.rng('sf-admin'),
+        w,
+      ).then(() => {
+        for (const c of sfClients) sched.after(0, c.proc, 'sf-start', () => void c.run());
+      });
+    });
+  }
+
   const director = new FaultDirector({
     world: w,
     cfg,
@@ -413,8 +484,9 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
   try {
     const stop = () => w.failure !== undefined;
     await sched.runUntil(cfg.seconds * 1_000_000, stop);
-    if (!w.failure) await heal(w, cfg, hosts, kvClients, leaseClients, director, seqClients);
+    if (!w.failure) await heal(w, cfg, hosts, kvClients, leaseClients, director, seqClients, sfClients);
     for (const c of seqClients) c.stop();
+    for (const c of sfClients) c.stop();
     if (!w.failure) {
       const r = checkKvHistories(history, 20_000);
       if (r.failure) w.fail('linearizability', r.failure);
@@ -462,6 +534,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
       oracle: oracle.stats,
       clients: clientStats,
       seq: seqOracle.stats,
+      snowflake: sfDeliveries.stats,
       mixedUpReplies: router.stats.mixedUp,
       faults: director.stats,
       ...(peerNet ? { peerNet: peerNet.stats } : {}),
@@ -484,6 +557,7 @@ async function heal(
   leaseClients: LeaseClientHost[],
   director: FaultDirector,
   seqClients: SeqClient[],
+  sfClients: SnowflakeClient[],
 ): Promise<void> {
   const sched = w.sched;
   for (const c of kvClients) c.stop();
@@ -537,6 +611,10 @@ async function heal(
     }
     if (seqClients.length > 0 && !seqClients.some((c) => c.lastStrictOkUs > healedAt)) {
       why = 'no strict sequence value was issued since healing';
+      return false;
+    }
+    if (sfClients.length > 0 && !sfClients.some((c) => c.lastOkUs > healedAt)) {
+      why = 'no server-side Snowflake ID was served since healing';
       return false;
     }
     return true;
