@@ -62,6 +62,11 @@ export interface SequenceServiceOptions {
   remoteAlloc?: (cmd: AllocCommand) => Promise<SequenceResult>;
   /** ReadIndex rounds in flight at once for strict requests (RoundCoalescer). Default 2. */
   readRoundsInFlight?: number;
+  /**
+   * This process's part of its allocation requestIds (unique per process, so a retried allocation is recognised and
+   * another process's is not). Default: 6 random bytes, hex; the simulator passes one from its seed.
+   */
+  incarnation?: string;
 }
 
 export type AllocCommand = Extract<SequenceCommand, { op: 'alloc' }>;
@@ -161,13 +166,14 @@ export class SequenceService {
   private readonly lifetime: number;
   private readonly maxWaiters: number;
   private readonly unsubscribe: () => void;
-  private readonly incarnation = randomBytes(6).toString('hex');
+  private readonly incarnation: string;
   private requestSeq = 0;
   /** `issuedValues`: values handed out by this node (INCR, INCRBY, HTTP), read by the metrics at scrape time. */
   readonly stats = { issuedValues: 0 };
 
   constructor(private readonly o: SequenceServiceOptions) {
     this.mono = o.monotonic ?? (() => performance.now());
+    this.incarnation = o.incarnation ?? randomBytes(6).toString('hex');
     // Rounds are stamped on the clock callers stamp arrivals on (`IncrOptions.arrivedAt`): one clock, or the
     // comparison "started after it arrived" means nothing.
     this.confirmer = new RoundCoalescer(

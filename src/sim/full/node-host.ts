@@ -20,6 +20,7 @@ import { FloeStateMachine } from '../../state/floe-state-machine.js';
 import type { LeaseEvent } from '../../state/leases/types.js';
 import { DurableStorage } from '../../storage/durable-storage.js';
 import { MemoryFs } from '../../storage/memory-fs.js';
+import type { Prng } from '../prng.js';
 import { memoryCacheFs, simCacheHost } from './cache-disk.js';
 import { buildSimHttpApp } from './http-app.js';
 import type { VirtualNetwork } from './network.js';
@@ -211,6 +212,8 @@ export class NodeHost {
       snapshotEvery: s.snapshotEvery,
       proposalTimeoutMs: s.proposalTimeoutMs,
       random: rng.asRandomInt(),
+      // From a stream of its own (the node's randomness keeps its draws): the ReadIndex contexts' incarnation.
+      incarnation: incarnationBytes(w.rng(`node-incarnation-${this.id}-${this.incarnation}`), 8),
       clock: { monotonicMs: () => proc.monoMs(), wallMs: () => proc.wallMs() },
       // Every timer of the node runs on this process: paused with it, gone when it dies. An immediate
       // runs within the current event (as a real one runs before the next I/O), unless the process
@@ -264,6 +267,9 @@ export class NodeHost {
           state: sm.sequences,
           owner: `node-${this.id}`,
           monotonic: () => proc.monoMs(),
+          incarnation: Buffer.from(
+            incarnationBytes(w.rng(`seq-incarnation-${this.id}-${this.incarnation}`), 6),
+          ).toString('hex'),
           remoteAlloc: httpRemoteAlloc({
             secret: SIM_CLUSTER_SECRET,
             leaderHttpAddr: () => n.leaderHint()?.httpAddr,
@@ -483,4 +489,9 @@ const SIM_CLUSTER_SECRET = 'sim-cluster-secret';
 
 export function errText(err: unknown): string {
   return err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+}
+
+/** `n` bytes from `rng`: a process's incarnation, from the seed instead of the real `randomBytes`. */
+function incarnationBytes(rng: Prng, n: number): Uint8Array {
+  return Uint8Array.from({ length: n }, () => rng.int(256));
 }
