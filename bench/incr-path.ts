@@ -24,14 +24,8 @@ import { ALL_COMMANDS, buildCommandTable } from '../src/server/resp/commands/ind
 import { FakeBackend, FakeCluster } from '../src/server/resp/fake-backend.js';
 import { resolveLimits } from '../src/server/resp/limits.js';
 import { buildCreate, encodeSequenceCommand, SequenceStateMachine } from '../src/state/sequences/index.js';
+import { arg } from './args.js';
 
-function arg(name: string, fallback: number): number {
-  const i = process.argv.indexOf(`--${name}`);
-  const v = i === -1 ? fallback : Number(process.argv[i + 1]);
-  if (!Number.isInteger(v) || v <= 0)
-    throw new Error(`--${name} must be a positive integer, got ${process.argv[i + 1]}`);
-  return v;
-}
 const BATCHES = arg('batches', 2000);
 const CLIENTS = 50;
 const PIPELINE = 16;

@@ -10,17 +10,10 @@ import { createServer } from 'node:net';
 import { cpus } from 'node:os';
 import { FakeCluster } from '../src/server/resp/fake-backend.js';
 import { startRespServer } from '../src/server/resp/server.js';
+import { arg } from './args.js';
 
 const REDIS_SERVER = process.env.REDIS_SERVER ?? 'redis-server';
 const REDIS_BENCHMARK = process.env.REDIS_BENCHMARK ?? 'redis-benchmark';
-
-function arg(name: string, fallback: number): number {
-  const i = process.argv.indexOf(`--${name}`);
-  const v = i === -1 ? fallback : Number(process.argv[i + 1]);
-  if (!Number.isInteger(v) || v <= 0)
-    throw new Error(`--${name} must be a positive integer, got ${process.argv[i + 1]}`);
-  return v;
-}
 
 const N = arg('n', 200_000);
 const CLIENTS = arg('clients', 50);

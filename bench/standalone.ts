@@ -30,17 +30,11 @@ import autocannon from 'autocannon';
 import { buildCreate, encodeSequenceCommand, SequenceStateMachine } from '../src/state/sequences/index.js';
 import type { Cluster } from '../test/cluster/harness.js';
 import { redisCli, startCluster } from '../test/cluster/lease-cluster.js';
+import { arg } from './args.js';
 
 const REDIS_SERVER = process.env.REDIS_SERVER ?? 'redis-server';
 const REDIS_BENCHMARK = process.env.REDIS_BENCHMARK ?? 'redis-benchmark';
 
-function arg(name: string, fallback: number): number {
-  const i = process.argv.indexOf(`--${name}`);
-  const v = i === -1 ? fallback : Number(process.argv[i + 1]);
-  if (!Number.isInteger(v) || v <= 0)
-    throw new Error(`--${name} must be a positive integer, got ${process.argv[i + 1]}`);
-  return v;
-}
 const N = arg('n', 200_000);
 const SECONDS = arg('seconds', 10);
 const KEYS = arg('keys', 1_000_000);

@@ -10,26 +10,9 @@ import { checkedPayload, QUIET_NET, VirtualNetwork, withChecksum } from './netwo
 import { Machine, MachineClock, SimProcess } from './process.js';
 import { Scheduler } from './scheduler.js';
 import { SeqOracle } from './seq-workload.js';
-import type { FailureKind, World } from './world.js';
+import { testWorld } from './test-world.js';
 
-function world(sched = new Scheduler()): World & { failures: Array<{ kind: FailureKind; detail: string }> } {
-  const failures: Array<{ kind: FailureKind; detail: string }> = [];
-  const root = new Prng(1);
-  let pid = 0;
-  return {
-    sched,
-    seed: 1,
-    rng: (l) => root.fork(l),
-    trace: () => {},
-    nextPid: () => ++pid,
-    register: () => {},
-    isPidAlive: () => false,
-    processByPid: () => undefined,
-    fail: (kind, detail) => failures.push({ kind, detail }),
-    bugs: new Set(),
-    failures,
-  };
-}
+const world = testWorld;
 
 function proc(sched: Scheduler, rate = 1, name = 'p'): SimProcess {
   return new SimProcess(

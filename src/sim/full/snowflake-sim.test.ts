@@ -3,32 +3,13 @@
 // ID a node issues (unique per key, one holder per worker ID at a time, above the worker's high-water mark at grant).
 import { describe, expect, it } from 'vitest';
 import { compose } from '../../id/index.js';
-import { Prng } from '../prng.js';
 import { drawConfig, FLOE_LAYOUT } from './config.js';
 import { IdOracle } from './id-oracle.js';
 import { runFullSim } from './run.js';
-import { Scheduler } from './scheduler.js';
 import { SnowflakeDeliveries } from './snowflake-workload.js';
-import type { FailureKind, World } from './world.js';
+import { testWorld } from './test-world.js';
 
-function world(): World & { failures: Array<{ kind: FailureKind; detail: string }> } {
-  const failures: Array<{ kind: FailureKind; detail: string }> = [];
-  const root = new Prng(1);
-  let pid = 0;
-  return {
-    sched: new Scheduler(),
-    seed: 1,
-    rng: (l) => root.fork(l),
-    trace: () => {},
-    nextPid: () => ++pid,
-    register: () => {},
-    isPidAlive: () => false,
-    processByPid: () => undefined,
-    fail: (kind, detail) => failures.push({ kind, detail }),
-    bugs: new Set(),
-    failures,
-  };
-}
+const world = testWorld;
 
 describe('the ID oracle with snowflake keys and node holders', () => {
   const L = FLOE_LAYOUT;
