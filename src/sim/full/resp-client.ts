@@ -129,7 +129,11 @@ export class RespConnection {
   ) {}
 
   /** Sends `cmds` in one write (a pipeline) and resolves with one outcome per command, in order. */
-  async pipeline(cmds: ReadonlyArray<readonly string[]>): Promise<RespAnswer[]> {
+  /**
+   * Sends `cmds` in one write, or in two when `split` is given (the bytes cut at `1 + split % (length - 1)`: the
+   * server may read them in two chunks, a command cut in the middle).
+   */
+  async pipeline(cmds: ReadonlyArray<readonly string[]>, split?: number): Promise<RespAnswer[]> {
     const s = await this.open();
     const now = this.world.sched.nowUs;
     if (!s) return cmds.map(() => ({ outcome: 'refused' as const, atUs: now }));
@@ -139,7 +143,13 @@ export class RespConnection {
           this.waiting.push({ args, resolve });
         }),
     );
-    s.write(Buffer.concat(cmds.map((c) => encodeCommand(c))));
+    const bytes = Buffer.concat(cmds.map((c) => encodeCommand(c)));
+    if (split === undefined || bytes.length < 2) s.write(bytes);
+    else {
+      const at = 1 + (split % (bytes.length - 1));
+      s.write(bytes.subarray(0, at));
+      s.write(bytes.subarray(at));
+    }
     this.armTimer();
     return Promise.all(outcomes);
   }

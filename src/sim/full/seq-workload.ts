@@ -329,12 +329,15 @@ export class SeqClient {
    * pipelined one is only counted (the next call goes to the new address). Returns each command's reply
    * (undefined: none, or an error reply) and when it arrived.
    */
-  private async respSend(cmds: string[][]): Promise<Array<{ v: RespValue | undefined; atUs: number }>> {
+  private async respSend(
+    cmds: string[][],
+    split?: number,
+  ): Promise<Array<{ v: RespValue | undefined; atUs: number }>> {
     const o = this.oracle;
     let target = this.respTarget ?? respAddrOf(this.rng.pick(this.nodeIds()));
     for (let hop = 0; ; hop++) {
       o.stats.respCalls += cmds.length;
-      const answers = await this.respConn(target).pipeline(cmds);
+      const answers = await this.respConn(target).pipeline(cmds, split);
       let movedTo: string | undefined;
       let elsewhere = false;
       const out = answers.map((a) => {
@@ -361,30 +364,42 @@ export class SeqClient {
     }
   }
 
-  /** INCR / INCRBY over RESP, one command or a pipeline of up to three. */
+  /** INCR / INCRBY over RESP: one command, or a pipeline (2-3 commands, or a run of 4-16 copies). */
   private async respIncr(key: string, count: number): Promise<boolean> {
     const o = this.oracle;
-    const n = this.rng.chance(0.7) ? 1 : 2 + this.rng.int(2);
-    const cmds = Array.from({ length: n }, () =>
-      count === 1 && this.rng.chance(0.5) ? ['INCR', key] : ['INCRBY', key, String(count)],
-    );
+    // Pipelines: mostly one command, some of 2-3, and one in ten a run of 4-16 byte-identical copies (the shape of
+    // redis-benchmark -P 16, which the server answers together), sometimes with an INCR of the other key inside it;
+    // three in ten of the longer ones are written in two pieces, cut anywhere (read in two chunks).
+    const shape = this.rng.int(10);
+    const n = shape < 7 ? 1 : shape < 9 ? 2 + this.rng.int(2) : 4 + this.rng.int(13);
+    const args = count === 1 && this.rng.chance(0.5) ? ['INCR', key] : ['INCRBY', key, String(count)];
+    const calls = Array.from({ length: n }, () => ({ key, count, args }));
+    if (n >= 4 && this.rng.chance(0.3)) {
+      const other = key === STRICT_KEY ? NODE_KEY : STRICT_KEY;
+      calls[this.rng.int(n)] = { key: other, count: 1, args: ['INCR', other] };
+    }
+    const split = n >= 2 && this.rng.chance(0.3) ? this.rng.nextU32() : undefined;
     o.stats.calls += n;
     const invokeUs = this.proc.effectiveUs;
-    const answers = await this.respSend(cmds);
+    const answers = await this.respSend(
+      calls.map((c) => c.args),
+      split,
+    );
     let any = false;
     for (const [i, a] of answers.entries()) {
       if (a.v === undefined) continue;
-      const what = `${(cmds[i] as string[]).join(' ')} (${i + 1} of a pipeline of ${n})`;
+      const c = calls[i] as (typeof calls)[number];
+      const what = `${c.args.join(' ')} (${i + 1} of a pipeline of ${n})`;
       if (a.v.type !== 'int') return this.mismatch(what, show(a.v));
       const last = a.v.value;
-      const first = last - BigInt(count) + 1n;
+      const first = last - BigInt(c.count) + 1n;
       if (first < 0n) return this.mismatch(what, show(a.v));
       o.stats.ok++;
       o.stats.respOk++;
       any = true;
       this.world.trace(`${this.name} resp ${what} -> ${first}..${last}`);
-      o.values(key, first, last, `${this.name}@${a.atUs} (resp)`);
-      if (key === STRICT_KEY) {
+      o.values(c.key, first, last, `${this.name}@${a.atUs} (resp)`);
+      if (c.key === STRICT_KEY) {
         o.strict.push({ client: this.name, invokeUs, returnUs: a.atUs, first, last });
         this.lastStrictOkUs = a.atUs;
       }
