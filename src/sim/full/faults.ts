@@ -210,6 +210,7 @@ export class FaultDirector {
           corrupt: Math.min(0.2, base.corrupt + hard * 0.05),
           spike: Math.min(0.5, base.spike + hard * 0.1),
           spikeUs: [5_000, 5_000 + Math.floor(hard * 500_000)],
+          corruptPastTcp: 1 / 8,
         };
         c.net.conditions = noisy;
         const epoch = ++this.noiseEpoch;

@@ -24,6 +24,11 @@ export interface NetConditions {
   /** Probability that a message ignores per-link FIFO order (it may overtake earlier ones). */
   reorder: number;
   corrupt: number;
+  /**
+   * Of the corrupted TCP segments (production peer transport only), the share that passes TCP's checksum and reaches
+   * the transport: only during a `netNoise` fault (a bad NIC or middlebox episode); absent: none.
+   */
+  corruptPastTcp?: number;
   /** Probability of a delay spike, and its size range (µs). */
   spike: number;
   spikeUs: [number, number];

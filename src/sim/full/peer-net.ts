@@ -10,10 +10,10 @@
 // connection as TCP would show them:
 // - delay and delay spikes: the run's one-way delay per segment (`NetConditions`);
 // - loss: a lost segment is retransmitted, 200 ms later per loss (TCP's minimum RTO);
-// - a corrupted segment is mostly caught by TCP's checksum and retransmitted (a stall); one in eight passes
-//   it (TCP's 16-bit sum misses some multi-bit damage, and a NIC or middlebox may corrupt after checking it) and
-//   is delivered: the transport's frame checksum must catch it and close the connection. The harness bug
-//   `peer-corrupt-delivered` delivers every corrupted segment;
+// - a corrupted segment is caught by TCP's checksum and retransmitted (a stall); during a `netNoise` fault one in
+//   eight passes it (TCP's 16-bit sum misses some multi-bit damage, and a NIC or middlebox may corrupt after
+//   checking it) and is delivered: the transport's frame checksum must catch it and close the connection. The
+//   harness bug `peer-corrupt-delivered` delivers every corrupted segment, at any time;
 // - a partition (any directed link blocked, one-way included) stalls the bytes that would cross it:
 //   they wait, retransmitted with a doubling RTO (200 ms .. 3.2 s), and flow again once it heals,
 //   unless the transport's idle timeout closed the connection first;
@@ -278,7 +278,8 @@ class SimConn {
         const c = net.conditions();
         if (c.corrupt > 0 && net.rng.chance(c.corrupt)) {
           const flipped = flipBit(seg.bytes, net.rng.int(seg.bytes.length * 8));
-          if (w.bugs.has('peer-corrupt-delivered') || net.rng.chance(1 / 8)) {
+          const past = c.corruptPastTcp ?? 0;
+          if (w.bugs.has('peer-corrupt-delivered') || (past > 0 && net.rng.chance(past))) {
             net.stats.corruptDelivered++;
             w.trace(`peer ${this.name}: a corrupted segment passes TCP's checksum`);
             seg = { kind: 'data', bytes: flipped };
