@@ -116,13 +116,19 @@ describe('server-side Snowflake in the full simulator', () => {
     expect(b.stats.snowflake).toEqual(a.stats.snowflake);
   }, 60_000);
 
-  it('finds snowflake-unbounded-generator (a generator without the lease floor) on swarm seed 1020', async () => {
-    const r = await runFullSim({ seed: 1020, snowflakeClients: 3, bugs: ['snowflake-unbounded-generator'] });
-    expect(r.failure?.kind).toBe('below-floor');
-    expect(r.failure?.detail).toMatch(
+  // The first seed from 1000 that finds it (1020 when written; 1008 since the harness changes of 2026-11-26 moved the
+  // runs of seeds with snowflake clients): 6 of 1000-1039 find it today.
+  it('finds snowflake-unbounded-generator (a generator without the lease floor) within 40 swarm seeds', async () => {
+    let found: Awaited<ReturnType<typeof runFullSim>> | undefined;
+    for (let seed = 1000; seed < 1040 && !found; seed++) {
+      const r = await runFullSim({ seed, snowflakeClients: 3, bugs: ['snowflake-unbounded-generator'] });
+      if (r.failure) found = r;
+    }
+    expect(found?.failure?.kind).toBe('below-floor');
+    expect(found?.failure?.detail).toMatch(
       /^n\d#\d+ issued ID \d+ with timestamp \d+, not above the high-water mark/,
     );
-    const clean = await runFullSim({ seed: 1020, snowflakeClients: 3 });
+    const clean = await runFullSim({ seed: found!.seed, snowflakeClients: 3 });
     expect(clean.failure?.detail ?? 'ok').toBe('ok');
-  }, 60_000);
+  }, 240_000);
 });
