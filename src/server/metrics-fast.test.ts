@@ -2,17 +2,23 @@ import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { FastRequestMetrics } from './metrics-fast.js';
 
+/** A counter `x_total` and a histogram `x_seconds` (buckets 1 ms, 10 ms) by `command`, in a registry of their own. */
+function fastMetrics() {
+  const registry = new Registry();
+  const m = new FastRequestMetrics(registry, {
+    counterName: 'x_total',
+    counterHelp: 'calls',
+    histogramName: 'x_seconds',
+    histogramHelp: 'time',
+    label: 'command',
+    buckets: [0.001, 0.01],
+  });
+  return { registry, m };
+}
+
 describe('FastRequestMetrics', () => {
   it('exposes a counter by result and a cumulative histogram in the Prometheus text format', async () => {
-    const registry = new Registry();
-    const m = new FastRequestMetrics(registry, {
-      counterName: 'x_total',
-      counterHelp: 'calls',
-      histogramName: 'x_seconds',
-      histogramHelp: 'time',
-      label: 'command',
-      buckets: [0.001, 0.01],
-    });
+    const { registry, m } = fastMetrics();
     m.observe('get', 0.0005, true);
     m.observe('get', 0.001, true); // on the bound: in the 0.001 bucket (le = less or equal)
     m.observe('get', 0.005, false);
@@ -34,15 +40,7 @@ describe('FastRequestMetrics', () => {
   });
 
   it('observe with a count is that many observations of the same time (copies answered together)', async () => {
-    const registry = new Registry();
-    const m = new FastRequestMetrics(registry, {
-      counterName: 'x_total',
-      counterHelp: 'calls',
-      histogramName: 'x_seconds',
-      histogramHelp: 'time',
-      label: 'command',
-      buckets: [0.001, 0.01],
-    });
+    const { registry, m } = fastMetrics();
     m.observe('incr', 0.002, true, 15);
     m.observe('incr', 0.002, false, 2);
     const text = await registry.metrics();
