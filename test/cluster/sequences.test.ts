@@ -24,6 +24,15 @@ afterAll(async () => {
 });
 
 const portOf = (id: number) => cluster.node(id).spec.respPort;
+/** An INCR that may or may not have been applied (an error other than MOVED): it never returns, for the checker. */
+const unknownOutcome = (clientId: number, invokeTime: number): Operation<IdInput, IdOutput> => ({
+  clientId,
+  key: 'load',
+  input: { op: 'issue' },
+  output: 0n,
+  invokeTime,
+  returnTime: Number.POSITIVE_INFINITY,
+});
 const cli = async (...args: string[]) =>
   (await redisCli(['-c', '-p', String(portOf(leader)), ...args])).stdout.trim();
 
@@ -320,14 +329,7 @@ describe('INCR under load across kill -9 and SIGSTOP of the leader (ioredis)', (
             continue; // not executed
           }
           // Anything else may or may not have been applied: an unknown outcome.
-          history.push({
-            clientId: w,
-            key: 'load',
-            input: { op: 'issue' },
-            output: 0n,
-            invokeTime,
-            returnTime: Number.POSITIVE_INFINITY,
-          });
+          history.push(unknownOutcome(w, invokeTime));
           target = ids[(ids.indexOf(target) + 1) % ids.length]!;
           await new Promise((r) => setTimeout(r, 50));
         }
@@ -370,14 +372,7 @@ describe('INCR under load across kill -9 and SIGSTOP of the leader (ioredis)', (
             continue; // not executed
           }
           failed = true;
-          history.push({
-            clientId: w,
-            key: 'load',
-            input: { op: 'issue' },
-            output: 0n,
-            invokeTime,
-            returnTime: Number.POSITIVE_INFINITY,
-          });
+          history.push(unknownOutcome(w, invokeTime));
         }
         if (moved !== undefined) target = ids.find((id) => portOf(id) === moved) ?? target;
         else if (failed) {
