@@ -140,6 +140,25 @@ describe('WAL recovery: torn tail versus corruption', () => {
     expect(r.recovery).toMatchObject({ tailCut: true, file: name, cutAtOffset: last });
     await r.wal.close();
   });
+
+  it('a valid last header followed by a zeroed payload is refused: it cannot be told from a zeroed fsynced record', async () => {
+    // CI seed 428563412 of the property below: a header whose unwritten bytes were zeros anyway
+    // came back valid, and the zeros completed its payload. docs/storage.md stops the node here.
+    const dir = await tempDir();
+    const { wal } = await Wal.open(dir);
+    await wal.append([{ type: 'entries', entries: ents(1, 2, 1) }], { sync: true });
+    await wal.append([{ type: 'hardState', hardState: { term: 2, vote: 3, commit: 2 } }], { sync: true });
+    await wal.close();
+    const [name] = await fsp.readdir(dir);
+    const full = await fsp.readFile(path.join(dir, name!));
+    const last = frameStarts(full).at(-1)!;
+    const zeroed = Buffer.from(full);
+    zeroed.fill(0, last + FRAME_HEADER_BYTES);
+    const err = errorOf(() => replay([{ name: name!, buf: zeroed }]));
+    expect(err).toBeInstanceOf(WalCorruptionError);
+    expect((err as WalCorruptionError).offset).toBe(last);
+    expect((err as Error).message).toContain('payload checksum mismatch');
+  });
 });
 
 describe('WAL recovery: protocol-aware (a cut tail fences the vote)', () => {
@@ -284,7 +303,12 @@ describe('WAL recovery (property)', () => {
           // while the frame's header is incomplete or its payload still runs past the end.
           const end = lastSeg.buf.length;
           const cut = lastStart + (at % (end - lastStart));
-          const pad = cut < lastStart + FRAME_HEADER_BYTES ? zeros : Math.min(zeros, end - cut - 1);
+          // Zeros that rebuild the header exactly (its unwritten bytes were zeros anyway) leave a valid
+          // header: then only zeros that stop short of the payload's end keep the frame incomplete. A
+          // frame complete in length but wrong in content is refused, by design (docs/storage.md).
+          const headerLeft = lastSeg.buf.subarray(cut, lastStart + FRAME_HEADER_BYTES);
+          const headerDamaged = cut < lastStart + FRAME_HEADER_BYTES && headerLeft.some((b) => b !== 0);
+          const pad = headerDamaged ? zeros : Math.min(zeros, end - cut - 1);
           const padded = Buffer.concat([lastSeg.buf.subarray(0, cut), Buffer.alloc(pad)]);
           const r = replay([...segs.slice(0, -1), { ...lastSeg, buf: padded }]);
           expect(view(r.state), `cut at ${cut} + ${pad} zeros`).toBe(view(before.state));
