@@ -111,7 +111,7 @@ function parse(argv: string[]): Cli {
   const start = int('start', values.start, 0, MAX_SEED) ?? 1;
   let seeds: number[];
   if (values['worker-seeds'] !== undefined) {
-    seeds = values['worker-seeds'].split(',').map((s) => Number(s));
+    seeds = decodeSeedShare(values['worker-seeds']);
   } else if (one !== undefined) {
     seeds = [one];
   } else {
@@ -244,6 +244,32 @@ async function runLocal(cli: Cli, onResult: (r: FullSimResult) => void): Promise
   }
 }
 
+/**
+ * A worker's seeds as `first:step:count` runs: a share of a long sweep listed one by one passes the
+ * kernel's 128 KiB limit on one argument (E2BIG at about 20,000 seeds).
+ */
+export function encodeSeedShare(seeds: readonly number[]): string {
+  const runs: string[] = [];
+  for (let i = 0; i < seeds.length; ) {
+    const first = seeds[i]!;
+    const step = i + 1 < seeds.length ? seeds[i + 1]! - first : 1;
+    let n = 1;
+    while (i + n < seeds.length && seeds[i + n]! === first + n * step) n++;
+    runs.push(`${first}:${step}:${n}`);
+    i += n;
+  }
+  return runs.join(',');
+}
+
+export function decodeSeedShare(text: string): number[] {
+  const out: number[] = [];
+  for (const run of text.split(',')) {
+    const [first, step, n] = run.split(':').map(Number) as [number, number, number];
+    for (let k = 0; k < n; k++) out.push(first + k * step);
+  }
+  return out;
+}
+
 /** Splits the seeds over child processes (each runs this CLI on its share and reports over IPC). */
 async function runJobs(cli: Cli, argv: string[], onResult: (r: FullSimResult) => void): Promise<void> {
   const shares: number[][] = Array.from({ length: cli.jobs }, () => []);
@@ -259,9 +285,13 @@ async function runJobs(cli: Cli, argv: string[], onResult: (r: FullSimResult) =>
       .map(
         (share) =>
           new Promise<void>((resolve, reject) => {
-            const child = fork(process.argv[1] as string, [...base, '--worker-seeds', share.join(',')], {
-              stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
-            });
+            const child = fork(
+              process.argv[1] as string,
+              [...base, '--worker-seeds', encodeSeedShare(share)],
+              {
+                stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+              },
+            );
             child.on('message', (m) => onResult(m as FullSimResult));
             child.on('error', reject);
             child.on('exit', (code) =>
