@@ -9,6 +9,7 @@ export default defineConfig({
         test: {
           name: 'unit',
           include: ['src/**/*.test.ts'],
+          setupFiles: ['src/testing/fast-check-seed.ts'],
           testTimeout: 60_000,
           hookTimeout: 60_000,
         },
