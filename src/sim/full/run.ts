@@ -87,6 +87,8 @@ export interface FullSimResult {
   stats: FullSimStats;
   config: SimConfig;
   elapsedMs: number;
+  /** Simulated time the run covered (it stops early at a failure, and when healing has shown liveness). */
+  simulatedMs: number;
   /** The run ended without a healthy quorum (corrupt data on a majority of voters): liveness not required. */
   livenessExempt?: boolean;
 }
@@ -541,6 +543,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
     },
     config: cfg,
     elapsedMs: performance.now() - started,
+    simulatedMs: sched.nowUs / 1000,
   };
 }
 
