@@ -7,8 +7,10 @@
 // covers many appends. I/O goes through the StorageFs seam; the real one is fs.promises (libuv
 // thread pool): the event loop keeps serving while the disk works, and no worker thread has to copy
 // buffers back and forth.
+
 import * as path from 'node:path';
 import type { ConfState, Entry, HardState } from '../raft/types.js';
+import { bugOn } from '../testing/bug-switches.js';
 import { StorageClosedError, StorageConfigError, StorageFailedError } from './errors.js';
 import { nodeFs, type StorageFile, type StorageFs } from './file-system.js';
 import { ensureDir, errCode, removeIfExists, writeAll } from './fs-util.js';
@@ -440,7 +442,13 @@ export class Wal {
     }
     await this.flush(chunk, chunkBytes);
     if (sync) {
-      await this.fh.datasync();
+      try {
+        await this.fh.datasync();
+      } catch (err) {
+        // Test-only: the fsyncgate mistake, a failed fdatasync retried (the retry "succeeds" without the dropped data).
+        if (!bugOn('wal-retry-failed-fsync')) throw err;
+        await this.fh.datasync();
+      }
       this.counters.syncs++;
       if (batch.length > this.counters.maxAppendsPerSync) this.counters.maxAppendsPerSync = batch.length;
     }

@@ -31,6 +31,8 @@
  * - `snowflake-unbounded-generator` (issue 10, server-side Snowflake): a node's `SnowflakeService` issues IDs from a
  *   plain generator on its leased worker ID and the lease's clock, without the lease's floor (the worker's high-water
  *   mark), ceiling and deadline check.
+ * - `wal-retry-failed-fsync` (issue 10 review): the WAL retries a failed fdatasync once, so a save is acknowledged
+ *   although the kernel dropped its data (the fsyncgate mistake; the failure model says fail-stop).
  */
 export const BUG_SWITCHES = [
   'client-two-generators',
@@ -44,6 +46,7 @@ export const BUG_SWITCHES = [
   'tick-without-catch',
   'transport-no-frame-crc',
   'snowflake-unbounded-generator',
+  'wal-retry-failed-fsync',
 ] as const;
 export type BugSwitch = (typeof BUG_SWITCHES)[number];
 

@@ -77,6 +77,11 @@ export class NodeHost {
   diskFaulted = false;
   /** A bit was flipped at rest in its files: it may never start again. */
   corrupted = false;
+  /**
+   * An fsync failed with EIO since the last boot: the halt or refused start it causes is expected. Tied to the boot,
+   * not kept forever, so a later halt or a refused start for any other reason still fails the run.
+   */
+  eioThisBoot = false;
   /** Removed from the cluster (replaced by a new member): it stops and never starts again. */
   removed = false;
   readonly diskFaults: DiskFaults = { syncEio: 0, slow: 1 };
@@ -140,6 +145,7 @@ export class NodeHost {
     if (this.state === 'booting' || this.state === 'up' || this.removed) return;
     const w = this.world;
     this.incarnation++;
+    this.eioThisBoot = false;
     const proc = new SimProcess(w.sched, this.machine, `n${this.id}#${this.incarnation}`, w.nextPid());
     w.register(proc);
     this.proc = proc;
@@ -466,6 +472,7 @@ export class NodeHost {
       syncError: () => {
         if (this.diskFaults.syncEio > 0 && rng.chance(this.diskFaults.syncEio)) {
           this.diskFaulted = true;
+          this.eioThisBoot = true;
           w.trace(`n${this.id} disk: fsync fails with EIO`);
           return 'EIO';
         }

@@ -220,16 +220,19 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
   // started again a little later. After an fsync error the machine is rebooted first (its page
   // cache dropped): see docs/simulator-full.md, finding FS-1, for what a plain restart does.
   const supervise = (host: NodeHost, reason: string) => {
-    // Corruption found at start stays: no restart helps (an operator would replace the member).
-    if (host.diskFaulted && /Corruption/.test(reason)) return;
     if (host.removed || /removed from the cluster/.test(reason)) {
       host.removed = true;
       return;
     }
-    if (!host.diskFaulted) {
+    // Corruption found at start stays: no restart helps (an operator would replace the member). Only a bit flipped
+    // at rest explains it; an fsync error, a crash or a torn write never may (docs/storage.md, failure model).
+    const corruption = /Corruption/.test(reason);
+    if (corruption && host.corrupted) return;
+    if (corruption || !(host.eioThisBoot || host.corrupted)) {
+      const why = corruption ? 'corruption found, with no bit flipped on its disk' : 'without a disk fault';
       w.fail(
         'process-crash',
-        `n${host.id} ${host.state === 'failed' ? 'could not start' : 'stopped'} without a disk fault: ${reason}`,
+        `n${host.id} ${host.state === 'failed' ? 'could not start' : 'stopped'} (${why}): ${reason}`,
       );
       return;
     }

@@ -47,6 +47,17 @@ describe('the full-stack simulator finds re-introduced bugs', () => {
     expect((await runFullSim({ seed: f!.seed, profile: 'clients' })).failure).toBeUndefined();
   });
 
+  it('issue 10 review: a WAL that retries a failed fsync acknowledges a save the kernel dropped', {
+    timeout: 300_000,
+  }, async () => {
+    // Before the review the supervisor let any node that ever saw a disk fault refuse to start with corruption, and
+    // this bug passed 40 swarm seeds; now a refusal needs a bit flipped at rest on that node.
+    const f = await firstFailure({ profile: 'disk', bugs: ['wal-retry-failed-fsync'] }, 20);
+    expect(f?.kind).toMatch(/^(process-crash|raft)$/);
+    expect(f?.detail).toMatch(/corruption found, with no bit flipped|hardstate-monotonic/);
+    expect((await runFullSim({ seed: f!.seed, profile: 'disk' })).failure).toBeUndefined();
+  });
+
   it('issue 9 item 7: a complete frame cut as a torn tail loses an fsynced vote', {
     timeout: 300_000,
   }, async () => {
