@@ -351,9 +351,15 @@ export class NodeHost {
     });
     const byKey = new Map<string, WorkerLease>();
     const leaseWorker = client.leaseWorker.bind(client);
+    // SnowflakeService names no requestId, and the SDK would draw a real randomUUID(): one from the seed instead,
+    // so a seed writes the same log bytes every time it runs.
+    const rids = w.rng(`sf-rid-${proc.name}`);
     client.leaseWorker = async (o) => {
       const askedAtUs = proc.effectiveUs;
-      const lease = await leaseWorker(o);
+      const lease = await leaseWorker({
+        ...o,
+        requestId: o.requestId ?? `${proc.name}-sf-${rids.nextU32().toString(16)}`,
+      });
       byKey.set(o.app, lease);
       this.hooks.snowflakeLeased?.(proc, lease, askedAtUs);
       return lease;
