@@ -163,11 +163,16 @@ export function respBackendOf(s: FloeServices): RespBackend {
             ttlMs: req.ttlMs,
             requestId: req.requestId,
             incarnation: req.incarnation,
+            ...(req.layout === undefined ? {} : { layout: req.layout }),
           }),
         );
         const out = reply(r);
-        // Echoed so that a client can check the grant answers its own request.
-        return { ...out, extra: { ...out.extra, request_id: r.requestId, incarnation: r.incarnation } };
+        // Echoed so that a client can check the grant answers its own request; `layout` is the app's pinned layout
+        // ('' while none), as over HTTP.
+        return {
+          ...out,
+          extra: { ...out.extra, request_id: r.requestId, incarnation: r.incarnation, layout: r.layout },
+        };
       }),
     workerRenew: (req: WorkerRenewRequest) =>
       call(async () => {

@@ -3,6 +3,7 @@
 
 import type { FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
+import { getLayout, layoutFingerprint } from '../id/index.js';
 import { leaseNodeOf } from '../lease/floe-node-adapter.js';
 import { LeaseService } from '../lease/lease-service.js';
 import { respBackendOf } from './floe-services.js';
@@ -141,5 +142,25 @@ describe('lease servers: incarnation and reply checks', () => {
     const mismatch = await raw.call('WORKER.ACQUIRE', 'orders', 'r3', 'REQID', 'z');
     expect(mismatch).toBeInstanceOf(RespErr);
     expect((mismatch as RespErr).message).toMatch(/^ERR internal: reply does not match request/);
+  });
+
+  it('WORKER.ACQUIRE LAYOUT is checked against the layout pinned for the app, as the HTTP acquire is (review: RESP never named one)', async () => {
+    const { raw, post } = await singleNode();
+    const floe = layoutFingerprint(getLayout('floe'));
+    const twitter = layoutFingerprint(getLayout('twitter'));
+    const first = record(await raw.call('WORKER.ACQUIRE', 'orders', 'r1', 'LAYOUT', 'floe'));
+    expect(first.layout).toBe(floe);
+    const other = await raw.call('WORKER.ACQUIRE', 'orders', 'r2', 'LAYOUT', 'twitter');
+    expect(other).toBeInstanceOf(RespErr);
+    expect((other as RespErr).message).toMatch(/^ERR layout_mismatch: /);
+    expect(record(await raw.call('WORKER.ACQUIRE', 'orders', 'r3', 'LAYOUT', floe)).layout).toBe(floe);
+    // The HTTP acquire sees the pin the RESP acquire made.
+    const overHttp = await post('/v1/apps/orders/workers/acquire', { nodeId: 'r4', layout: twitter });
+    expect(overHttp.status).toBe(409);
+    expect(overHttp.body).toMatchObject({ error: 'layout_mismatch' });
+    // Naming none is neither pinned nor checked (docs/resp.md): the reply still says which layout is pinned.
+    expect(record(await raw.call('WORKER.ACQUIRE', 'orders', 'r5')).layout).toBe(floe);
+    const empty = await raw.call('WORKER.ACQUIRE', 'orders', 'r6', 'LAYOUT', '');
+    expect((empty as RespErr).message).toMatch(/^ERR invalid LAYOUT/);
   });
 });

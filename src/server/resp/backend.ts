@@ -167,6 +167,11 @@ export interface WorkerAcquireRequest {
   requestId?: string;
   /** INCARNATION option: the calling process's id; a REQID retry is answered only to the same incarnation. */
   incarnation?: string;
+  /**
+   * LAYOUT option: the fingerprint of the ID layout the holder generates with (a preset name is turned into its
+   * fingerprint): pinned per app by the first acquire naming one, `layout_mismatch` for another (docs/leases.md).
+   */
+  layout?: string;
   /** The authenticated user (undefined when auth is off). */
   user?: string;
 }

@@ -1,3 +1,4 @@
+import { getLayout, layoutFingerprint, PRESET_NAMES } from '../../../id/index.js';
 import type { LeasePermission, LeaseReply } from '../backend.js';
 import { type CommandContext, type CommandSpecInput, integerArg, lower, text, tokenArg } from '../command.js';
 import { errors, RespError } from '../errors.js';
@@ -15,18 +16,20 @@ export const workerCommands: CommandSpecInput[] = [
     firstKey: 1,
     group: 'floe',
     summary:
-      'WORKER.ACQUIRE app nodeId [TTL ms] [REQID id] [INCARNATION id]: lease a worker ID of app to instance nodeId (REQID makes retries by the same INCARNATION idempotent).',
+      'WORKER.ACQUIRE app nodeId [TTL ms] [REQID id] [INCARNATION id] [LAYOUT name|fingerprint]: lease a worker ID of app to instance nodeId (REQID makes retries by the same INCARNATION idempotent; LAYOUT is checked against the layout pinned for app).',
     since: '0.1.0',
     handler: async (ctx, args) => {
       const app = appArg(args[1]);
       const nodeId = text(args[2]);
       if (nodeId.length === 0) throw new RespError('ERR nodeId must not be empty');
-      const opts = parseOptions(args, 3, ['ttl', 'reqid', 'incarnation']);
+      const opts = parseOptions(args, 3, ['ttl', 'reqid', 'incarnation', 'layout']);
       const ttlMs = positiveMs(opts.get('ttl'), 'TTL');
       const reqid = opts.get('reqid');
       const requestId = reqid === undefined ? undefined : text(reqid);
       const inc = opts.get('incarnation');
       const incarnation = inc === undefined ? undefined : text(inc);
+      const layoutArg = opts.get('layout');
+      const layout = layoutArg === undefined ? undefined : layoutOption(text(layoutArg));
       authorize(ctx, app, 'acquire');
       return leaseRecord(
         await ctx.server.backend.workerAcquire({
@@ -35,6 +38,7 @@ export const workerCommands: CommandSpecInput[] = [
           ttlMs,
           requestId,
           incarnation,
+          ...(layout === undefined ? {} : { layout }),
           user: ctx.session.user,
         }),
       );
@@ -110,6 +114,13 @@ export function leaseRecord(l: LeaseReply): Reply {
   ];
   if (l.extra) for (const [k, v] of Object.entries(l.extra)) fields.push([k, v]);
   return R.record(fields);
+}
+
+/** A preset name (`floe`, `twitter`, ...) as its fingerprint; anything else is taken as a fingerprint already. */
+function layoutOption(v: string): string {
+  if (v.length === 0) throw new RespError('ERR invalid LAYOUT: must name a preset or a layout fingerprint');
+  const preset = (PRESET_NAMES as readonly string[]).includes(v.toLowerCase());
+  return preset ? layoutFingerprint(getLayout(v)) : v;
 }
 
 function appArg(b: Buffer | undefined): string {
