@@ -7,7 +7,7 @@
 // one nodeId. Every ID a process issues goes to the oracle at once, with the process's global time.
 
 import { FloeClient } from '../../client/floe-client.js';
-import type { WorkerLease } from '../../client/worker-lease.js';
+import type { LeaseSnowflakeOptions, WorkerLease } from '../../client/worker-lease.js';
 import type { Layout, Snowflake } from '../../id/index.js';
 import { MemoryFs } from '../../storage/memory-fs.js';
 import type { Prng } from '../prng.js';
@@ -63,6 +63,8 @@ export class LeaseClientHost {
   acquireTimeoutMs: number | undefined;
   /** Called when a process of this host resumes a lease from its cache (the fault director watches for it). */
   onResumed: ((proc: SimProcess) => void) | undefined;
+  /** How this service's code uses its generator: drawn per host from a stream of its own (review of issue 10). */
+  private readonly use: GeneratorUse;
 
   constructor(
     private readonly world: World,
@@ -77,6 +79,7 @@ export class LeaseClientHost {
     private readonly stats: LeaseClientStats,
   ) {
     this.acquireTimeoutMs = settings.acquireTimeoutMs;
+    this.use = drawGeneratorUse(world.rng(`gen-use-${name}`));
     this.disk = new MemoryFs({ wallMs: () => Math.floor(machine.clock.wallAt(machine.clock.nowUs)) });
     // The service's directory exists (durably) before any process starts.
     void this.disk.mkdir('/svc').then(() => this.disk.syncDir('/'));
@@ -220,13 +223,31 @@ export class LeaseClientHost {
       // the 'client-two-generators' switch it does not, and they issue the same IDs).
       let gens: [Snowflake, Snowflake];
       try {
-        gens = [lease.snowflake(s.layout), lease.snowflake(s.layout)];
+        gens = [lease.snowflake(s.layout, this.use.options), lease.snowflake(s.layout, this.use.options)];
       } catch (err) {
         w.trace(`${proc.name} no generator: ${errText(err)}`);
         await proc.sleep(100);
         continue;
       }
       await this.generate(proc, rng, lease, gens);
+    }
+  }
+
+  /** Up to `k` IDs, through the generator call this service uses (one ID per call for `next` and `nextString`). */
+  private take(gen: Snowflake, k: number): bigint[] {
+    switch (this.use.call) {
+      case 'next':
+        return [gen.next()];
+      case 'nextString':
+        return [BigInt(gen.nextString())];
+      case 'nextBatch':
+        return [...gen.nextBatch(k)];
+      case 'fill': {
+        // Into the middle of a larger buffer, as a caller reusing one does.
+        const buf = new BigInt64Array(k + 2);
+        gen.fill(buf, 1, k);
+        return [...buf.subarray(1, 1 + k)];
+      }
     }
   }
 
@@ -246,11 +267,15 @@ export class LeaseClientHost {
       if (this.stopped) continue;
       const n = rng.range(s.burst[0], s.burst[1]);
       try {
-        for (let i = 0; i < n; i++) {
-          const id = gen.next();
-          this.oracle.issued(proc.name, s.app, lease.workerId, lease.token, s.layout, id, proc.effectiveUs);
-          this.stats.issued++;
+        for (let i = 0; i < n; ) {
+          const batched = this.use.call === 'nextBatch' || this.use.call === 'fill';
+          const got = this.take(gen, batched ? Math.min(n - i, rng.range(1, 16)) : 1);
+          for (const id of got) {
+            this.oracle.issued(proc.name, s.app, lease.workerId, lease.token, s.layout, id, proc.effectiveUs);
+          }
+          this.stats.issued += got.length;
           this.lastIssuedUs = proc.effectiveUs;
+          i += got.length;
         }
       } catch (err) {
         const name = (err as Error).name;
@@ -272,4 +297,22 @@ export class LeaseClientHost {
       }
     }
   }
+}
+
+/** How a service calls its lease's generator, and with which options (the SDK's defaults in about half the hosts). */
+interface GeneratorUse {
+  call: 'next' | 'nextString' | 'nextBatch' | 'fill';
+  options: LeaseSnowflakeOptions;
+}
+
+function drawGeneratorUse(r: Prng): GeneratorUse {
+  const call = r.pick(['next', 'next', 'nextString', 'nextBatch', 'fill'] as const);
+  if (r.chance(0.5)) return { call, options: {} };
+  const options: LeaseSnowflakeOptions = {
+    onClockBackwards: r.pick(['wait', 'borrow'] as const),
+    onSequenceExhausted: r.pick(['wait', 'borrow'] as const),
+  };
+  if (r.chance(0.5)) options.backwardsToleranceMs = r.pick([0, 5, 50, 1_000]);
+  if (r.chance(0.5)) options.maxLeadMs = r.pick([0, 10, 200, 2_000]);
+  return { call, options };
 }
