@@ -121,8 +121,12 @@ export class Machine {
     return p?.alive ? p : undefined;
   }
 
-  /** Suspends, resumes and backward wall-clock steps, with their global times (for the oracle's P1 exemption). */
-  readonly clockEvents: Array<{ kind: 'suspend' | 'resume' | 'wallBack'; atUs: number }> = [];
+  /**
+   * Suspends, resumes and backward wall-clock steps (`backUs`: by how much), with their global times (for the
+   * oracle's P1 exemption).
+   */
+  readonly clockEvents: Array<{ kind: 'suspend' | 'resume' | 'wallBack'; atUs: number; backUs?: number }> =
+    [];
 
   /** The machine sleeps: no process runs, the monotonic clock stops, the wall clock goes on. */
   suspend(): void {
@@ -132,29 +136,31 @@ export class Machine {
 
   /** The wall clock steps by `deltaMs` (an NTP step, an operator). */
   jumpWall(deltaMs: number): void {
-    if (deltaMs < 0) this.clockEvents.push({ kind: 'wallBack', atUs: this.clock.nowUs });
+    if (deltaMs < 0)
+      this.clockEvents.push({ kind: 'wallBack', atUs: this.clock.nowUs, backUs: -deltaMs * 1000 });
     this.clock.jumpWall(deltaMs);
   }
 
   /**
-   * True when, since `sinceUs`, this machine was suspended and its wall clock was stepped
-   * backwards: together they hide the suspend from both of a lease holder's deadline checks, which
-   * docs/client.md ("Clocks") documents as outside one-holder-at-a-time (P1).
+   * How much of a suspend since `sinceUs` a backward wall step since then can hide from a lease holder's deadline
+   * checks (µs): the smaller of the time suspended and the steps back. docs/client.md ("Clocks") documents such a
+   * hidden suspend as outside one-holder-at-a-time (P1), for at most that long; 0 when nothing was hidden.
    */
-  suspendHiddenSince(sinceUs: number): boolean {
-    let suspended = false;
-    let suspendedSince = false;
-    let back = false;
+  suspendHiddenUsSince(sinceUs: number): number {
+    let suspendedAt: number | undefined;
+    let suspendedUs = 0;
+    let backUs = 0;
     for (const e of this.clockEvents) {
-      if (e.kind === 'suspend') suspended = true;
-      if (suspended && e.atUs >= sinceUs) suspendedSince = true;
-      if (e.kind === 'resume') {
-        if (e.atUs >= sinceUs) suspendedSince = true;
-        suspended = false;
+      if (e.kind === 'suspend') suspendedAt = e.atUs;
+      if (e.kind === 'resume' && suspendedAt !== undefined) {
+        suspendedUs += Math.max(0, e.atUs - Math.max(suspendedAt, sinceUs));
+        suspendedAt = undefined;
       }
-      if (e.kind === 'wallBack' && e.atUs >= sinceUs) back = true;
+      if (e.kind === 'wallBack' && e.atUs >= sinceUs) backUs += e.backUs ?? 0;
     }
-    return (suspendedSince || suspended) && back;
+    if (suspendedAt !== undefined)
+      suspendedUs += Math.max(0, this.clock.nowUs - Math.max(suspendedAt, sinceUs));
+    return Math.min(suspendedUs, backUs);
   }
 
   resume(): void {
