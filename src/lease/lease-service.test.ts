@@ -98,6 +98,30 @@ describe('LeaseService: deadlines on the leader', () => {
     await expect(svc.acquire({ app: 'app', nodeId: 'z' })).rejects.toThrow(/not the leader/);
   });
 
+  it('a retried acquire applied just before its lease expires, in the same batch, is refused lease_expired, never answered with the lease', async () => {
+    // Full simulator, swarm seed 400777: the expiry applied after the retry in one batch, the answer said "granted",
+    // and the caller counted a fresh TTL on a worker ID the leader granted to someone else 160 ms later.
+    const { time, sm, node, svc } = setup();
+    await flush();
+    const a = await granted(svc, 'app', 'a');
+    const propose = node.propose.bind(node);
+    node.propose = async (cmd) => {
+      const r = await propose(cmd); // the retry, applied while the lease is live: retried, unchanged
+      sm.apply(encodeLeaseCommand({ op: 'expire', items: [['app', a.workerId, a.token]] }), {
+        index: ++node.index,
+        term: 1,
+        leaderTimeMs: time.wallMs(),
+      });
+      return r;
+    };
+    const retry = await svc.acquire({ app: 'app', nodeId: 'a', requestId: 'req-a', incarnation: 'proc-1' });
+    expect(retry).toMatchObject({ ok: false, code: 'lease_expired' });
+    node.propose = propose;
+    const fresh = await svc.acquire({ app: 'app', nodeId: 'a', requestId: 'req-a', incarnation: 'proc-1' });
+    expect(fresh).toMatchObject({ ok: true, retried: false });
+    expect((fresh as AcquireOk).token).toBeGreaterThan(a.token);
+  });
+
   it('extends the deadline when an acquire is retried with the same requestId', async () => {
     const { time, sm, svc } = setup();
     await flush();

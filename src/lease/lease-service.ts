@@ -354,6 +354,10 @@ export class LeaseService {
       ...(req.layout === undefined ? {} : { layout: req.layout }),
     });
     if (!r.ok || r.op !== 'acquire') return r as LeaseError;
+    // This answer is read after the whole batch its entry was applied in: an expiry (or release) applied after it in
+    // that batch leaves a worker ID that is free again, which a retry's caller would hold for a fresh TTL (found by
+    // the full simulator, swarm seed 400777: the lease was granted to another holder while the caller used it).
+    if (this.state.liveToken(r.app, r.workerId) !== r.token) return this.expiredError(r);
     if (this.leading) {
       // New grants were tracked when applied. A retried acquire re-answers a live lease, and the
       // caller will count its TTL from this request: the leader's deadline must cover that.
