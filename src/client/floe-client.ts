@@ -415,6 +415,9 @@ export class FloeClient {
           return lease;
         } catch (e) {
           const left = acquireTimeoutMs - (mono() - started);
+          // Our requestId's lease expired on the leader just as a retry of it applied: no lease under it is live now,
+          // so the next attempt gets a fresh grant (a new TTL from its own proposal).
+          if (e instanceof FloeRequestError && e.serverCode === 'lease_expired' && left > 0) continue;
           if (e instanceof FloeRequestError && e.serverCode === 'lease_held' && left > 0) {
             if (cached !== undefined && !releasedCached) {
               // Most likely our dead predecessor's lease: end it with its token, then acquire a fresh one.

@@ -347,3 +347,15 @@ describe('issue 13: holder health (the SDK side)', () => {
     }
   });
 });
+
+describe('full simulator, swarm seed 400777: a retried acquire whose lease just expired', () => {
+  it('lease_expired on an acquire is followed by a fresh grant under the same requestId, not an error', async () => {
+    const s = setup();
+    s.cluster.faults.push('leaseExpired410');
+    const l = await lease(s, s.client);
+    expect(l.valid).toBe(true);
+    const acquires = s.cluster.requests.filter((r) => r.path.endsWith('/acquire'));
+    expect(acquires).toHaveLength(2);
+    expect(acquires[1]?.body.requestId).toBe(acquires[0]?.body.requestId);
+  });
+});

@@ -39,7 +39,8 @@ type Fault =
   | 'applyThenDrop'
   | 'noLeader503'
   | 'notCommitted503'
-  | 'outcomeUnknown504';
+  | 'outcomeUnknown504'
+  | 'leaseExpired410';
 
 /**
  * A fake cluster: `hosts` are node addresses; `leader` is the one that answers writes, the others answer 307 with
@@ -88,6 +89,9 @@ export class FakeCluster {
       return reply(503, { error: 'not_committed', message: 'not committed, retry' }, undefined, {
         'retry-after': '1',
       });
+    // What the leader answers a retried acquire whose lease an expiry applied right after (LeaseService.acquire).
+    if (fault === 'leaseExpired410')
+      return reply(410, { error: 'lease_expired', message: 'the lease passed its deadline on the leader' });
     if (fault === 'outcomeUnknown504')
       return reply(504, { error: 'outcome_unknown', message: 'outcome unknown: leadership lost' });
     const res = this.handle(u.pathname, body);

@@ -51,4 +51,15 @@ describe('full-stack simulation', () => {
       expect(r.failure, `seed ${seed}: ${r.failure?.detail}`).toBeUndefined();
     }
   });
+
+  // Swarm seed 400777 failed lease-overlap on 27aa1dd: a client's retried acquire applied just before the leader's
+  // expiry of its lease, in one batch; the answer said "granted", and 160 ms later the worker ID went to another
+  // client while the first one used it for a fresh TTL. Fixed in LeaseService.acquire (an answer whose lease is no
+  // longer live is lease_expired) and the SDK (lease_expired on an acquire: acquire again). Fails before the fix.
+  it('a retried acquire answered after its lease expired in the same batch is not a second holder (seed 400777)', {
+    timeout: 120_000,
+  }, async () => {
+    const r = await runFullSim({ seed: 400777, profile: 'swarm' });
+    expect(r.failure, r.failure?.detail).toBeUndefined();
+  });
 });

@@ -224,9 +224,10 @@ export class IdOracle {
     // Only as long as a hidden suspend explains it (its length in the machine's clock, up to 10% off in global
     // time): a longer overlap is a violation all the same.
     const overlapUs = Math.min(g.last, h.last) - Math.max(g.first, h.first);
-    const hidden = [g, h].find(
-      (x) => 1.1 * (x.machine?.suspendHiddenUsSince(x.leasedAtUs) ?? 0) >= overlapUs,
-    );
+    const hidden = [g, h].find((x) => {
+      const hiddenUs = x.machine?.suspendHiddenUsSince(x.leasedAtUs) ?? 0;
+      return hiddenUs > 0 && 1.1 * hiddenUs >= overlapUs;
+    });
     if (!hidden) return false;
     const pair = `${g.key}|${h.key}`;
     if (!this.exemptPairs.has(pair)) {
