@@ -201,7 +201,11 @@ export const ERROR_TABLE = {
   lease_unhealthy: { http: 409, resp: 'ERR', when: "the holder's health URL failed its probes" },
   stale_token: { http: 409, resp: 'ERR', when: 'a token older than the current grant of the worker ID' },
   not_held: { http: 410, resp: 'ERR', when: 'the worker ID is not leased' },
-  lease_expired: { http: 410, resp: 'ERR', when: 'the lease expired before the renew arrived' },
+  lease_expired: {
+    http: 410,
+    resp: 'ERR',
+    when: 'the lease expired before the renew arrived, or just as a retried acquire of it was answered (acquire again)',
+  },
   pool_exhausted: { http: 503, resp: 'ERR', when: 'every worker ID of the pool is leased' },
 
   pool: {
