@@ -53,16 +53,21 @@ function codeOf(err: FastifyError, status: number): string {
  * `method_not_allowed`, with `Allow`).
  */
 export function hardenHttp(app: FastifyInstance): void {
-  const routes: { method: string; re: RegExp }[] = [];
-  app.addHook('onRoute', (r) => {
-    const methods = Array.isArray(r.method) ? r.method : [r.method];
-    const re = new RegExp(
-      `^${r.url
+  // A route's pattern is compiled at the first 404 (an app is built at every node start; most never answer one).
+  const routes: { method: string; pattern: { url: string; re?: RegExp } }[] = [];
+  const matches = (p: { url: string; re?: RegExp }, path: string): boolean => {
+    p.re ??= new RegExp(
+      `^${p.url
         .replace(/[.+?^${}()|[\]\\]/g, '\\$&')
         .replace(/\/:[^/]+/g, '/[^/]+')
         .replace(/\*/g, '.*')}$`,
     );
-    for (const m of methods) routes.push({ method: String(m).toUpperCase(), re });
+    return p.re.test(path);
+  };
+  app.addHook('onRoute', (r) => {
+    const methods = Array.isArray(r.method) ? r.method : [r.method];
+    const pattern = { url: r.url };
+    for (const m of methods) routes.push({ method: String(m).toUpperCase(), pattern });
   });
 
   app.removeContentTypeParser('application/json');
@@ -89,8 +94,8 @@ export function hardenHttp(app: FastifyInstance): void {
   // And no path parameter may be empty (`GET /v1/kv/` used to answer 200 for the key "").
   app.addHook('preValidation', async (req, reply) => {
     const params = (req.params ?? {}) as Record<string, unknown>;
-    for (const [name, v] of Object.entries(params)) {
-      if (v === '')
+    for (const name of Object.keys(params)) {
+      if (params[name] === '')
         return reply
           .code(400)
           .send({ error: 'invalid_argument', message: `path parameter ${name} must not be empty` });
@@ -118,7 +123,7 @@ export function hardenHttp(app: FastifyInstance): void {
 
   app.setNotFoundHandler((req, reply) => {
     const path = req.url.split('?')[0] ?? '';
-    const allow = [...new Set(routes.filter((r) => r.re.test(path)).map((r) => r.method))].filter(
+    const allow = [...new Set(routes.filter((r) => matches(r.pattern, path)).map((r) => r.method))].filter(
       (m) => m !== 'HEAD',
     );
     if (allow.length > 0)

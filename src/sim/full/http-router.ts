@@ -85,9 +85,9 @@ export class HttpRouter {
   ): Promise<FetchResponseLike> {
     const w = this.world;
     this.stats.requests++;
-    const u = new URL(url);
+    const u = splitUrl(url);
     const host = u.host === LB_HOST ? this.anyUp() : this.byHost.get(u.host);
-    const path = u.pathname + u.search;
+    const path = u.path;
     return new Promise<FetchResponseLike>((resolve, reject) => {
       let settled = false;
       const timer = client.setTimeout(
@@ -162,10 +162,10 @@ export class HttpRouter {
             let status = res.statusCode;
             let body = res.body;
             let headers = res.headers;
-            const mismatch = status === 200 ? leaseReplyMismatch(path, init.body, body) : undefined;
+            const kind = status === 200 ? LEASE_PATH.exec(path) : null;
+            const mismatch = kind ? leaseReplyMismatch(path, init.body, body, kind) : undefined;
             if (mismatch)
               w.fail('reply-mismatch', `n${host.id} answered ${init.method} ${path}: ${mismatch}`);
-            const kind = status === 200 ? LEASE_PATH.exec(path) : null;
             if (kind) {
               const k = kind[2] ?? (kind[4] as string);
               const held = this.recentReplies.get(k) ?? [];
@@ -255,6 +255,34 @@ export async function callLeader(
 
 const NEVER_ABORTED = new AbortController().signal;
 
+/**
+ * What `new URL(url)` gives as `host` and `pathname + search`, without building a URL, for the plain
+ * `http://host:port/path?query` the clients send (characters that URL leaves as they are, no dot
+ * segments, a non-default port, a non-empty query); anything else goes through URL.
+ */
+export function splitUrl(url: string): { host: string; path: string } {
+  const m = PLAIN_URL.exec(url);
+  if (
+    m !== null &&
+    m[2] !== '80' &&
+    Number(m[2]) <= 65535 &&
+    !DOT_SEGMENT.test(m[3] as string) &&
+    !(m[1] as string).includes('xn--') &&
+    (!NUMERIC_END.test(m[1] as string) || CANONICAL_IPV4.test(m[1] as string))
+  )
+    return { host: `${m[1]}:${m[2]}`, path: m[3] as string };
+  const u = new URL(url);
+  return { host: u.host, path: u.pathname + u.search };
+}
+
+const PLAIN_URL =
+  /^http:\/\/([a-z0-9-]+(?:\.[a-z0-9-]+)*):([1-9][0-9]{0,4})(\/[A-Za-z0-9\-._~%!$&'()*+,;=:@/]*(?:\?[A-Za-z0-9\-._~%!$&'()*+,;=:@/?]+)?)$/;
+/** URL reads a host whose last label is a number as an IPv4 address (octal, hex, short forms): only the canonical form passes. */
+const NUMERIC_END = /(?:^|\.)(?:[0-9]+|0x[0-9a-f]*)$/;
+const CANONICAL_IPV4 =
+  /^(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$/;
+const DOT_SEGMENT = /\/\.\.?(?:[/?]|$)|%2e/i;
+
 const LEASE_PATH = /^\/v1\/apps\/([^/]+)\/workers\/(?:(acquire)|(\d+)\/(renew|release))$/;
 
 /**
@@ -265,8 +293,10 @@ export function leaseReplyMismatch(
   path: string,
   reqBody: string | undefined,
   resBody: string,
+  /** LEASE_PATH's match of `path`, when the caller has it. */
+  match?: RegExpExecArray,
 ): string | undefined {
-  const m = LEASE_PATH.exec(path);
+  const m = match ?? LEASE_PATH.exec(path);
   if (!m) return undefined;
   let req: Record<string, unknown>;
   let res: Record<string, unknown>;
