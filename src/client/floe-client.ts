@@ -158,6 +158,7 @@ export class FloeClient {
   readonly incarnation: string;
   private readonly ctx: LeaseContext;
   private readonly sleep: (ms: number) => Promise<void>;
+  private readonly random: () => number;
   private readonly leases = new Set<WorkerLease>();
   private readonly metrics: ClientMetrics | undefined;
 
@@ -174,6 +175,7 @@ export class FloeClient {
     const mono = options.monotonic ?? hrtimeMonotonic;
     const wall = options.clock ?? systemClock;
     this.sleep = options.sleep ?? ((ms) => new Promise((r) => setTimeout(r, ms)));
+    this.random = options.random ?? Math.random;
     this.transport = new HttpTransport({
       endpoints: options.endpoints,
       user: options.user,
@@ -184,7 +186,7 @@ export class FloeClient {
       monotonic: mono,
       wall: () => wall.now(),
       sleep: this.sleep,
-      random: options.random ?? Math.random,
+      random: this.random,
     });
     this.metrics = options.metrics ? ClientMetrics.of(options.metrics) : undefined;
     this.metrics?.instrumentTransport(this.transport);
@@ -417,7 +419,11 @@ export class FloeClient {
           const left = acquireTimeoutMs - (mono() - started);
           // Our requestId's lease expired on the leader just as a retry of it applied: no lease under it is live now,
           // so the next attempt gets a fresh grant (a new TTL from its own proposal).
-          if (e instanceof FloeRequestError && e.serverCode === 'lease_expired' && left > 0) continue;
+          // A short pause, as for lease_held: the expiry may still be on its way to the log (review of FS-13).
+          if (e instanceof FloeRequestError && e.serverCode === 'lease_expired' && left > 0) {
+            await this.sleep(Math.min(50 + 100 * this.random(), left));
+            continue;
+          }
           if (e instanceof FloeRequestError && e.serverCode === 'lease_held' && left > 0) {
             if (cached !== undefined && !releasedCached) {
               // Most likely our dead predecessor's lease: end it with its token, then acquire a fresh one.

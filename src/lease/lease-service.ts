@@ -345,6 +345,7 @@ export class LeaseService {
       ...(req.incarnation === undefined ? {} : { incarnation: req.incarnation }),
       ...(req.layout === undefined ? {} : { layout: req.layout }),
     });
+    const epoch = this.epoch;
     const r = (await this.node.propose(cmd)) as LeaseResult;
     this.checkResult(r, 'acquire', {
       app: req.app,
@@ -358,6 +359,10 @@ export class LeaseService {
     // that batch leaves a worker ID that is free again, which a retry's caller would hold for a fresh TTL (found by
     // the full simulator, swarm seed 400777: the lease was granted to another holder while the caller used it).
     if (this.state.liveToken(r.app, r.workerId) !== r.token) return this.expiredError(r);
+    // A retry re-answers a lease whose expiry this node may have proposed while it led, behind the retry in the log,
+    // for the next leader to commit: once it has lost its term nobody here can vouch for a fresh TTL (review of
+    // FS-13). Not the leader: the caller retries the same requestId at the leader, which extends or grants afresh.
+    if (r.retried && (epoch !== this.epoch || !this.leading)) throw this.notLeader();
     if (this.leading) {
       // New grants were tracked when applied. A retried acquire re-answers a live lease, and the
       // caller will count its TTL from this request: the leader's deadline must cover that.
