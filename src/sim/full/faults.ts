@@ -20,6 +20,7 @@ import type { KvClient } from './kv-workload.js';
 import type { LeaseClientHost } from './lease-workload.js';
 import type { NetConditions, VirtualNetwork } from './network.js';
 import type { NodeHost } from './node-host.js';
+import { PEER_MIN_RTO_MS } from './peer-net.js';
 import type { Machine, SimProcess } from './process.js';
 import type { SeqClient } from './seq-workload.js';
 import type { World } from './world.js';
@@ -613,6 +614,14 @@ export class FaultDirector {
     const c = this.c;
     c.net.setBlocked([]);
     c.net.conditions = { ...c.cfg.net };
+    // Over the production transport a lost or corrupted segment is a TCP retransmission, 200 ms at the least: with an
+    // election timeout under two of those, background loss alone keeps a small cluster electing (swarm seed 451036:
+    // tick 20 ms, a 2-voter cluster, a new leader every few seconds, each giving every lease a full TTL, so the pool
+    // never freed). Production's default election timeout is 500 ms; after the heal such seeds get a clean network.
+    const cfg = c.cfg;
+    if (cfg.transport.production && cfg.node.tickMs * cfg.node.electionTicks < 2 * PEER_MIN_RTO_MS) {
+      c.net.conditions = { ...c.net.conditions, drop: 0, corrupt: 0, duplicate: 0 };
+    }
     c.router.blocked.clear();
     c.router.mixup = 0;
     this.noBackStepUntil.clear();

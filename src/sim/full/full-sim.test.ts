@@ -62,4 +62,15 @@ describe('full-stack simulation', () => {
     const r = await runFullSim({ seed: 400777, profile: 'swarm' });
     expect(r.failure, r.failure?.detail).toBeUndefined();
   });
+
+  // Swarm seed 451036 failed liveness on f2b28f9 (harness): over the production transport, a 200 ms election timeout
+  // (tick 20 ms) and background loss (TCP retransmissions of 200 ms and more) kept a 2-voter cluster electing after the
+  // heal; each new leader gave every lease a full TTL, so leases whose grants never reached their clients held the
+  // 4-ID pool. After the heal such seeds get a network with no loss, and no connection resets.
+  it('a healed cluster whose election timeout is under two TCP retransmissions is not kept electing (seed 451036)', {
+    timeout: 120_000,
+  }, async () => {
+    const r = await runFullSim({ seed: 451036, profile: 'swarm' });
+    expect(r.failure, r.failure?.detail).toBeUndefined();
+  });
 });

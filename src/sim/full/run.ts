@@ -489,7 +489,10 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
   try {
     const stop = () => w.failure !== undefined;
     await sched.runUntil(cfg.seconds * 1_000_000, stop);
-    if (!w.failure) await heal(w, cfg, hosts, kvClients, leaseClients, director, seqClients, sfClients);
+    if (!w.failure) {
+      if (peerNet) peerNet.healed = true;
+      await heal(w, cfg, hosts, kvClients, leaseClients, director, seqClients, sfClients);
+    }
     for (const c of seqClients) c.stop();
     for (const c of sfClients) c.stop();
     if (!w.failure) {
