@@ -154,7 +154,7 @@ export function respBackendOf(s: FloeServices): RespBackend {
     workerAcquire: (req: WorkerAcquireRequest) =>
       call(async () => {
         // Nothing the lease state would refuse reaches the log.
-        const bad = precheckLease({ op: 'acquire', ...req, boundMs: undefined });
+        const bad = precheckLease({ op: 'acquire', ...req });
         if (bad) unwrap(bad);
         const r = unwrap(
           await leases.acquire({
@@ -164,6 +164,7 @@ export function respBackendOf(s: FloeServices): RespBackend {
             requestId: req.requestId,
             incarnation: req.incarnation,
             ...(req.layout === undefined ? {} : { layout: req.layout }),
+            ...(req.boundMs === undefined ? {} : { boundMs: req.boundMs }),
           }),
         );
         const out = reply(r);

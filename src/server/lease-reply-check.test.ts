@@ -163,4 +163,22 @@ describe('lease servers: incarnation and reply checks', () => {
     const empty = await raw.call('WORKER.ACQUIRE', 'orders', 'r6', 'LAYOUT', '');
     expect((empty as RespErr).message).toMatch(/^ERR invalid LAYOUT/);
   });
+
+  it('WORKER.ACQUIRE BOUND promises the first bound with the grant, as the HTTP acquire does (no renewal needed first)', async () => {
+    const { raw } = await singleNode();
+    const bound = Date.now() + 30_000;
+    const a = record(await raw.call('WORKER.ACQUIRE', 'orders', 'r1', 'BOUND', String(bound)));
+    expect(Number(a.bound_ms)).toBe(bound);
+    const far = await raw.call(
+      'WORKER.ACQUIRE',
+      'orders',
+      'r2',
+      'BOUND',
+      String(Date.now() + 10 * 365 * 86_400_000),
+    );
+    expect(far).toBeInstanceOf(RespErr);
+    expect((far as RespErr).message).toMatch(/^ERR invalid_argument: .*boundMs/);
+    const neg = await raw.call('WORKER.ACQUIRE', 'orders', 'r3', 'BOUND', '-1');
+    expect((neg as RespErr).message).toMatch(/^ERR invalid BOUND/);
+  });
 });

@@ -172,6 +172,8 @@ export interface WorkerAcquireRequest {
    * fingerprint): pinned per app by the first acquire naming one, `layout_mismatch` for another (docs/leases.md).
    */
   layout?: string;
+  /** BOUND option: the highest timestamp (ms) the holder will use before its first renewal (raises the mark). */
+  boundMs?: number;
   /** The authenticated user (undefined when auth is off). */
   user?: string;
 }

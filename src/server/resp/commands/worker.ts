@@ -16,13 +16,13 @@ export const workerCommands: CommandSpecInput[] = [
     firstKey: 1,
     group: 'floe',
     summary:
-      'WORKER.ACQUIRE app nodeId [TTL ms] [REQID id] [INCARNATION id] [LAYOUT name|fingerprint]: lease a worker ID of app to instance nodeId (REQID makes retries by the same INCARNATION idempotent; LAYOUT is checked against the layout pinned for app).',
+      'WORKER.ACQUIRE app nodeId [TTL ms] [REQID id] [INCARNATION id] [LAYOUT name|fingerprint] [BOUND ms]: lease a worker ID of app to instance nodeId (REQID makes retries by the same INCARNATION idempotent; LAYOUT is checked against the layout pinned for app; BOUND promises the highest timestamp used before the first renewal).',
     since: '0.1.0',
     handler: async (ctx, args) => {
       const app = appArg(args[1]);
       const nodeId = text(args[2]);
       if (nodeId.length === 0) throw new RespError('ERR nodeId must not be empty');
-      const opts = parseOptions(args, 3, ['ttl', 'reqid', 'incarnation', 'layout']);
+      const opts = parseOptions(args, 3, ['ttl', 'reqid', 'incarnation', 'layout', 'bound']);
       const ttlMs = positiveMs(opts.get('ttl'), 'TTL');
       const reqid = opts.get('reqid');
       const requestId = reqid === undefined ? undefined : text(reqid);
@@ -30,6 +30,7 @@ export const workerCommands: CommandSpecInput[] = [
       const incarnation = inc === undefined ? undefined : text(inc);
       const layoutArg = opts.get('layout');
       const layout = layoutArg === undefined ? undefined : layoutOption(text(layoutArg));
+      const boundMs = nonNegativeMs(opts.get('bound'), 'BOUND');
       authorize(ctx, app, 'acquire');
       return leaseRecord(
         await ctx.server.backend.workerAcquire({
@@ -39,6 +40,7 @@ export const workerCommands: CommandSpecInput[] = [
           requestId,
           incarnation,
           ...(layout === undefined ? {} : { layout }),
+          ...(boundMs === undefined ? {} : { boundMs }),
           user: ctx.session.user,
         }),
       );
