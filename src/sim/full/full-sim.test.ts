@@ -73,4 +73,14 @@ describe('full-stack simulation', () => {
     const r = await runFullSim({ seed: 451036, profile: 'swarm' });
     expect(r.failure, r.failure?.detail).toBeUndefined();
   });
+
+  // Swarm seed 461379 failed liveness on 439b64f (harness): SDK clients drew generator options the SDK refuses for
+  // their TTL (backwardsToleranceMs 1,000, maxLeadMs 2,000), kept their leases without generating, and held the pool.
+  it('SDK clients draw only generator options the SDK accepts, and hand back a lease they cannot use (seed 461379)', {
+    timeout: 120_000,
+  }, async () => {
+    const r = await runFullSim({ seed: 461379, profile: 'swarm' });
+    expect(r.failure, r.failure?.detail).toBeUndefined();
+    expect(r.stats.clients.issued).toBeGreaterThan(0);
+  });
 });
