@@ -223,12 +223,14 @@ export class IdOracle {
   private exempt(g: Holder, h: Holder): boolean {
     // Only as long as a hidden suspend explains it (its length in the machine's clock, up to 10% off in global
     // time): a longer overlap is a violation all the same.
-    const overlapUs = Math.min(g.last, h.last) - Math.max(g.first, h.first);
-    const hidden = [g, h].find((x) => {
-      const hiddenUs = x.machine?.suspendHiddenUsSince(x.leasedAtUs) ?? 0;
-      return hiddenUs > 0 && 1.1 * hiddenUs >= overlapUs;
-    });
-    if (!hidden) return false;
+    // Only the older lease can outstay its deadline, and only by what its own machine hid: the overlap is how long
+    // it went on after the newer holder began (re-review: a nested interval measured 0, and the newer holder's
+    // suspend excused the older one's overstay).
+    const [older, newer] = g.token < h.token || (g.token === h.token && g.first <= h.first) ? [g, h] : [h, g];
+    const overlapUs = older.last - newer.first;
+    const hiddenUs = older.machine?.suspendHiddenUsSince(older.leasedAtUs) ?? 0;
+    if (!(hiddenUs > 0 && 1.1 * hiddenUs >= overlapUs)) return false;
+    const hidden = older;
     const pair = `${g.key}|${h.key}`;
     if (!this.exemptPairs.has(pair)) {
       this.exemptPairs.add(pair);

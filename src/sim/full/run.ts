@@ -228,7 +228,11 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
     // at rest explains it; an fsync error, a crash or a torn write never may (docs/storage.md, failure model).
     const corruption = /Corruption/.test(reason);
     if (corruption && host.corrupted) return;
-    if (corruption || !(host.eioThisBoot || host.corrupted)) {
+    // A halt is excused only by its own cause: an EIO of this boot's Raft storage that the reason cites, or corruption
+    // from a bit flipped at rest (re-review: any EIO, even one the node survived, excused any later halt).
+    const storageEio = host.eioThisBoot && /EIO/.test(reason);
+    const readCorrupt = host.corrupted && /corrupt/i.test(reason);
+    if (corruption || !(storageEio || readCorrupt)) {
       const why = corruption ? 'corruption found, with no bit flipped on its disk' : 'without a disk fault';
       w.fail(
         'process-crash',
