@@ -830,13 +830,13 @@ export class Raft {
       this.answerRead(req, this.log.committed);
       return;
     }
-    this.readOnly.addRequest(this.log.committed, req);
-    const acks = this.readOnly.recvAck(this.id, req.context);
+    const round = this.readOnly.addRequest(this.log.committed, req);
+    const acks = this.readOnly.recvAck(this.id, round);
     if (acks !== undefined && this.tracker.hasQuorum(acks)) {
-      for (const p of this.readOnly.advance(req.context)) this.answerRead(p.req, p.index);
+      for (const p of this.readOnly.advance(round)) this.answerRead(p.req, p.index);
       return;
     }
-    this.bcastHeartbeat(req.context);
+    this.bcastHeartbeat(round);
   }
 
   private releasePendingReadIndex(): void {

@@ -1,8 +1,9 @@
 // Linearizable reads via ReadIndex (thesis §6.4) and leader-lease bookkeeping.
 
 import { describe, expect, it } from 'vitest';
+import { roundOf } from './read-only.js';
 import { bytes, Solo, TestNetwork, text } from './test-network.js';
-import type { HeartbeatMessage } from './types.js';
+import type { HeartbeatMessage, Message } from './types.js';
 
 describe('ReadIndex', () => {
   it('on the leader: answers with the commit index after a quorum acknowledges a heartbeat round', () => {
@@ -14,8 +15,9 @@ describe('ReadIndex', () => {
     net.node(1).readIndex(bytes('r1'));
     net.stabilize();
     expect(net.peer(1).readStates).toEqual([]); // not before a quorum confirms leadership
+    // The heartbeat carries the leader's round context, not the request's (read-only.ts).
     const hb = net.sent.filter(
-      (m): m is HeartbeatMessage => m.type === 'heartbeat' && text(m.context) === 'r1',
+      (m): m is HeartbeatMessage => m.type === 'heartbeat' && roundOf(m.context) === 1,
     );
     expect(hb.map((m) => m.to).sort()).toEqual([2, 3]);
     net.holdIf = undefined;
@@ -85,9 +87,36 @@ describe('ReadIndex', () => {
     for (const c of ['a', 'b', 'c']) net.node(1).readIndex(bytes(c));
     net.stabilize();
     net.holdIf = undefined;
-    net.deliverHeld((m) => text((m as HeartbeatMessage).context) === 'c');
+    net.deliverHeld((m) => roundOf((m as HeartbeatMessage).context) === 3);
     net.stabilize();
     expect(net.peer(1).readStates.map((r) => text(r.context))).toEqual(['a', 'b', 'c']);
+  });
+
+  it('a duplicated forwarded read is not confirmed by a late ack of the heartbeat sent for its first copy (full simulator, seed 483645)', () => {
+    const net = new TestNetwork([1, 2, 3]);
+    net.elect(1);
+    net.propose(1, 'a');
+    net.stabilize();
+    // Node 3 forwards a read; node 2 confirms the leader's round for it, node 3's own ack is late (held).
+    net.holdIf = (m) => m.type === 'heartbeatResp' && m.from === 3;
+    const before = net.sent.length;
+    net.node(3).readIndex(bytes('dup'));
+    net.stabilize();
+    const firstCopy = net.sent.slice(before).find((m) => m.type === 'readIndex' && m.from === 3) as Message;
+    const lateAck = net.sent.slice(before).find((m) => m.type === 'heartbeatResp' && m.from === 3) as Message;
+    expect(firstCopy).toBeDefined();
+    expect(lateAck).toBeDefined();
+    // Both followers are gone now (in the seed: one crashed, one elected itself in a later term). A read of the
+    // leader's own arrives, then a duplicate of node 3's forwarded request, then the late ack.
+    net.isolate(2);
+    net.isolate(3);
+    net.node(1).readIndex(bytes('mine'));
+    net.node(1).step(firstCopy);
+    net.stabilize();
+    net.node(1).step(lateAck);
+    net.stabilize();
+    // That ack answered a heartbeat sent before 'mine' arrived: it proves nothing about leadership since.
+    expect(net.peer(1).readStates.map((r) => text(r.context))).toEqual([]);
   });
 });
 

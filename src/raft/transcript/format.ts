@@ -3,12 +3,19 @@
 // as quoted strings (the transcripts only ever propose text), conf changes with the membership they
 // carry, messages as `from->to type term ...fields`.
 
+import { roundOf } from '../read-only.js';
 import type { ConfState, Entry, HardState, Message, Ready, Snapshot, Status } from '../types.js';
 
 const decoder = new TextDecoder();
 
 export function text(b: Uint8Array): string {
   return decoder.decode(b);
+}
+
+/** A message context: the leader's ReadIndex round as `round#N`, anything else as text. */
+export function context(b: Uint8Array): string {
+  const round = roundOf(b);
+  return round === undefined ? text(b) : `round#${round}`;
 }
 
 export function conf(c: ConfState): string {
@@ -53,17 +60,17 @@ export function message(m: Message): string {
     case 'preVoteResp':
       return `${head} ${m.reject ? 'rejected' : 'granted'}`;
     case 'heartbeat':
-      return `${head} commit=${m.commit}${m.context.length > 0 ? ` ctx=${text(m.context)}` : ''}`;
+      return `${head} commit=${m.commit}${m.context.length > 0 ? ` ctx=${context(m.context)}` : ''}`;
     case 'heartbeatResp':
-      return `${head}${m.context.length > 0 ? ` ctx=${text(m.context)}` : ''}`;
+      return `${head}${m.context.length > 0 ? ` ctx=${context(m.context)}` : ''}`;
     case 'snap':
       return `${head} snapshot=${snapshot(m.snapshot)}`;
     case 'timeoutNow':
       return head;
     case 'readIndex':
-      return `${head} ctx=${text(m.context)}`;
+      return `${head} ctx=${context(m.context)}`;
     case 'readIndexResp':
-      return `${head} index=${m.index} ctx=${text(m.context)}`;
+      return `${head} index=${m.index} ctx=${context(m.context)}`;
   }
 }
 
@@ -87,7 +94,7 @@ export function ready(rd: Ready): string[] {
   }
   if (rd.readStates.length > 0) {
     out.push('  read states:');
-    for (const r of rd.readStates) out.push(`    index=${r.index} ctx=${text(r.context)}`);
+    for (const r of rd.readStates) out.push(`    index=${r.index} ctx=${context(r.context)}`);
   }
   return out;
 }
