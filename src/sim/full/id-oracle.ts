@@ -24,6 +24,10 @@ interface Holder {
   /** When the holder's process asked for the lease (its deadline counts from then), and its machine (for the documented P1 exemption). */
   leasedAtUs: number;
   machine: Machine | undefined;
+  /** Resumed from a lease cache (not granted to this process), when, and when the cluster granted its token. */
+  resumed: boolean;
+  gotAtUs: number;
+  grantedAtUs: number;
   worker: string;
   token: number;
   first: number;
@@ -58,7 +62,12 @@ export class IdOracle {
   private readonly lastIssuer = new Map<string, Holder>();
   private readonly maxToken = new Map<string, number>();
   private exemptOverlaps = 0;
-  private readonly leasedAt = new Map<string, { atUs: number; machine: Machine }>();
+  private readonly leasedAt = new Map<
+    string,
+    { atUs: number; machine: Machine; resumed: boolean; gotAtUs: number }
+  >();
+  /** Global µs at which each worker's token was granted ("app/worker/token"). */
+  private readonly grantedAt = new Map<string, number>();
   /** The keys of the last call's holder and worker (a client issues its IDs in bursts under one lease). */
   private keys: IssueKeys | undefined;
 
@@ -75,6 +84,7 @@ export class IdOracle {
       this.grants++;
       this.grantsPerWorker.set(w, (this.grantsPerWorker.get(w) ?? 0) + 1);
       this.floorAtGrant.set(`${w}/${e.token}`, this.hwFree.get(w) ?? 0);
+      this.grantedAt.set(`${w}/${e.token}`, this.world.sched.nowUs);
       this.world.trace(
         `oracle: ${w} granted token ${e.token} to ${e.nodeId} (floor ${this.hwFree.get(w) ?? 0})`,
       );
@@ -84,9 +94,9 @@ export class IdOracle {
     }
   }
 
-  /** `holderName` (a process incarnation, on `machine`) got lease `token` at global time `atUs`. */
-  leased(holderName: string, token: number, machine: Machine, atUs: number): void {
-    this.leasedAt.set(`${holderName}/${token}`, { atUs, machine });
+  /** `holderName` (a process incarnation, on `machine`) got lease `token` at global time `atUs` (or resumed it). */
+  leased(holderName: string, token: number, machine: Machine, atUs: number, resumed = false): void {
+    this.leasedAt.set(`${holderName}/${token}`, { atUs, machine, resumed, gotAtUs: this.world.sched.nowUs });
   }
 
   /** `holder` (process incarnation) issued `id` under lease (app, workerId, token) at global time `atUs`. */
@@ -162,6 +172,9 @@ export class IdOracle {
         key,
         leasedAtUs: l?.atUs ?? atUs,
         machine: l?.machine,
+        resumed: l?.resumed ?? false,
+        gotAtUs: l?.gotAtUs ?? atUs,
+        grantedAtUs: this.grantedAt.get(k.floorKey) ?? 0,
         worker: w,
         token,
         first: atUs,
@@ -228,7 +241,13 @@ export class IdOracle {
     // suspend excused the older one's overstay).
     const [older, newer] = g.token < h.token || (g.token === h.token && g.first <= h.first) ? [g, h] : [h, g];
     const overlapUs = older.last - newer.first;
-    const hiddenUs = older.machine?.suspendHiddenUsSince(older.leasedAtUs) ?? 0;
+    // A process that resumed the lease from a cache derived its deadlines from its predecessor's wall-clock deadline:
+    // a backward wall step between the grant and the resume lets it run that much past it (docs/client.md, "Clocks":
+    // P1 broken for at most the step). A step after the resume is caught by its monotonic deadline: no excuse.
+    const steppedBackUs = older.resumed
+      ? (older.machine?.wallBackUsBetween(older.grantedAtUs, older.gotAtUs) ?? 0)
+      : 0;
+    const hiddenUs = Math.max(older.machine?.suspendHiddenUsSince(older.leasedAtUs) ?? 0, steppedBackUs);
     if (!(hiddenUs > 0 && 1.1 * hiddenUs >= overlapUs)) return false;
     const hidden = older;
     const pair = `${g.key}|${h.key}`;
@@ -236,7 +255,7 @@ export class IdOracle {
       this.exemptPairs.add(pair);
       this.exemptOverlaps++;
       this.world.trace(
-        `oracle: ${g.key} and ${h.key} overlap on ${h.worker} while ${hidden.key}'s machine hid a suspend with a backward wall step (outside P1, documented); IDs still checked`,
+        `oracle: ${g.key} and ${h.key} overlap on ${h.worker} while ${hidden.key}'s machine hid a suspend, or its resumed deadline, with a backward wall step (outside P1, documented); IDs still checked`,
       );
     }
     return true;

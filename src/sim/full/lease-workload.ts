@@ -207,7 +207,7 @@ export class LeaseClientHost {
         continue;
       }
       this.stats.acquired++;
-      this.oracle.leased(proc.name, lease.token, this.machine, askedAtUs);
+      this.oracle.leased(proc.name, lease.token, this.machine, askedAtUs, lease.resumedFromCache);
       w.trace(
         `${proc.name} ${lease.resumedFromCache ? 'resumed from cache' : 'leased'} worker ${lease.workerId} token ${lease.token} (floor ${lease.floorMs})`,
       );

@@ -321,6 +321,27 @@ describe('ID oracle', () => {
     expect(w.failures[0]?.kind).toBe('lease-overlap');
   });
 
+  it('a process that resumed a lease across a backward wall step may outstay it by the step, no more (swarm seed 483619)', async () => {
+    for (const resumed of [true, false]) {
+      const s = new Scheduler();
+      const w = world(s);
+      const o = new IdOracle(w);
+      const m1 = machine(s, 'c1');
+      grant(o, 1, 10);
+      s.after(500_000, undefined, 'step', () => m1.jumpWall(-3_000)); // after the grant, before the restart
+      await s.runUntil(1_000_000);
+      o.leased('c1#2', 10, m1, 1_000_000, resumed);
+      o.issued('c1#2', 'a', 1, 10, L, id(T0 + 5, 1, 0), 1_000_000);
+      free(o, 1, 10, T0 + 100, 11);
+      grant(o, 1, 12);
+      o.issued('c2#1', 'a', 1, 12, L, id(T0 + 200_000, 1, 0), 1_500_000);
+      o.issued('c1#2', 'a', 1, 10, L, id(T0 + 6, 1, 0), 3_500_000); // 2 s into c2's lease
+      expect(w.failures.length, `resumed ${resumed}`).toBe(resumed ? 0 : 1);
+      o.issued('c1#2', 'a', 1, 10, L, id(T0 + 7, 1, 0), 5_000_000); // 3.5 s: more than the step
+      expect(w.failures[0]?.kind, `resumed ${resumed}`).toBe('lease-overlap');
+    }
+  });
+
   it('takes each lease event once, whichever replica applies it first', () => {
     const w = world();
     const o = new IdOracle(w);

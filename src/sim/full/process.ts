@@ -141,6 +141,14 @@ export class Machine {
     this.clock.jumpWall(deltaMs);
   }
 
+  /** Backward wall-clock steps in [fromUs, toUs] (µs, summed). */
+  wallBackUsBetween(fromUs: number, toUs: number): number {
+    let backUs = 0;
+    for (const e of this.clockEvents)
+      if (e.kind === 'wallBack' && e.atUs >= fromUs && e.atUs <= toUs) backUs += e.backUs ?? 0;
+    return backUs;
+  }
+
   /**
    * How much of a suspend since `sinceUs` a backward wall step since then can hide from a lease holder's deadline
    * checks (µs): the smaller of the time suspended and the steps back. docs/client.md ("Clocks") documents such a

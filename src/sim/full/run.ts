@@ -265,7 +265,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
         snowflakeLeased: (proc, lease, askedAtUs) => {
           sfDeliveries.stats.leases++;
           if (lease.resumedFromCache) sfDeliveries.stats.resumed++;
-          oracle.leased(proc.name, lease.token, proc.machine, askedAtUs);
+          oracle.leased(proc.name, lease.token, proc.machine, askedAtUs, lease.resumedFromCache);
           w.trace(
             `${proc.name} snowflake ${lease.app}: ${lease.resumedFromCache ? 'resumed from cache' : 'leased'} worker ${lease.workerId} token ${lease.token} (floor ${lease.floorMs})`,
           );

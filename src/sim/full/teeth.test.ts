@@ -62,9 +62,11 @@ describe('the full-stack simulator finds re-introduced bugs', () => {
   it('issue 9 item 7: a complete frame cut as a torn tail loses an fsynced vote', {
     timeout: 300_000,
   }, async () => {
+    // Found as the lost vote (`raft` hardstate-monotonic), or, since a halt must cite its own cause (stop 22), as the
+    // node that cut an acknowledged frame halting on a commit index beyond its log (first: disk seed 8).
     const f = await firstFailure({ profile: 'disk', bugs: ['wal-cut-complete-frame'] }, 80);
-    expect(f?.kind).toBe('raft');
-    expect(f?.detail).toMatch(/hardstate-monotonic/);
+    expect(f?.kind).toMatch(/^(raft|process-crash)$/);
+    expect(f?.detail).toMatch(/hardstate-monotonic|beyond the last index/);
     expect((await runFullSim({ seed: f!.seed, profile: 'disk' })).failure).toBeUndefined();
   });
 
@@ -81,9 +83,10 @@ describe('the full-stack simulator finds re-introduced bugs', () => {
     timeout: 300_000,
   }, async () => {
     // Seed 5 found it before the production PeerTransport and the snowflake workload were drawn in a share of the
-    // seeds (it draws both): pinned to the simulator's transport and no snowflake clients, as recorded.
+    // seeds (it draws both): pinned to the simulator's transport and no snowflake clients. Since ReadIndex rounds
+    // carry the leader's own context (stop 22, FS-14) the runs moved: seeds 180 and 432 of 150-549 find it.
     const opts = { profile: 'nodes', peerTransport: 'sim', snowflakeClients: 0 } as const;
-    const f = await firstFailure({ ...opts, bugs: ['tick-without-catch'] }, 6);
+    const f = await firstFailure({ ...opts, bugs: ['tick-without-catch'] }, 40, 150);
     expect(f?.kind).toBe('process-crash');
     expect(f?.detail).toMatch(/ReadTimeoutError/);
     expect((await runFullSim({ ...opts, seed: f!.seed })).failure).toBeUndefined();
