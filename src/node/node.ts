@@ -165,6 +165,8 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
   private readonly pending = new Map<number, PendingProposal<R>>();
   private readonly reads = new Map<string, PendingRead>();
   private readonly readsAwaitingApply: PendingRead[] = [];
+  /** The term the pending reads were last asked in. */
+  private readsTerm: number | undefined;
   /** Checks run whenever replication progress may have moved (waitCaughtUp). */
   private readonly progressWaiters = new Set<() => void>();
   /**
@@ -775,7 +777,14 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
 
   private async handleReady(rd: Ready): Promise<void> {
     this.stats.readyBatches++;
-    if (rd.softState) this.onSoftState(rd.softState.role, rd.softState.lead);
+    let reask = rd.softState ? this.onSoftState(rd.softState.role, rd.softState.lead) : false;
+    // A new term under the same leader (re-elected; this node missed the vote) starts its ReadIndex state empty:
+    // reads waiting on the previous term would wait for their timeout (review of FS-14).
+    if (this.raw.term !== this.readsTerm) {
+      this.readsTerm = this.raw.term;
+      reask = true;
+    }
+    if (reask && this.lead !== NONE && this.reads.size > 0) this.reissueReads();
     // A leader may replicate in parallel with its own fsync (Raft thesis §10.2.1, etcd does too):
     // its messages depend on no unpersisted vote, and the core counts the leader's own copy only
     // after advance(). Anything else (votes, a term change) is sent only after it is durable.
@@ -973,7 +982,8 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     }
   }
 
-  private onSoftState(role: Role, lead: NodeId): void {
+  /** Applies a role or leader change; true when it changed anything (pending reads must then be asked again). */
+  private onSoftState(role: Role, lead: NodeId): boolean {
     // A leader that is leader again in a later term (never seen in one Ready today, but possible in principle) is a
     // new leadership: listeners such as the lease service must start their deadlines anew (review finding, class B).
     const newTerm = role === 'leader' && this.raw.term !== this.roleTerm;
@@ -982,11 +992,11 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     if (lead !== this.lead) this.stats.leaderChanges++;
     this.role = role;
     this.lead = lead;
-    if (!changed) return;
+    if (!changed) return false;
     this.log.info({ role, lead, term: this.raw.term }, 'raft role changed');
-    if (lead !== NONE && this.reads.size > 0) this.reissueReads();
     this.emit('role', role, lead);
     if (role === 'leader') this.publishSelf();
+    return true;
   }
 
   /**

@@ -728,9 +728,14 @@ export class Raft {
     if (pr.state === 'replicate' && pr.inflights.full()) pr.inflights.freeFirst();
     if (pr.match < this.log.lastIndex() || pr.state === 'probe') this.sendAppendLoop(m.from, pr, true);
     if (m.context.length === 0) return;
-    const acks = this.readOnly.recvAck(m.from, m.context);
-    if (acks === undefined || !this.tracker.hasQuorum(acks)) return;
-    for (const p of this.readOnly.advance(m.context)) this.answerRead(p.req, p.index);
+    if (this.readOnly.recvAck(m.from, m.context)) this.releaseReads();
+  }
+
+  /** Answers the reads a quorum of the current configuration has confirmed; returns how many. */
+  private releaseReads(): number {
+    const released = this.readOnly.release((ids) => this.tracker.hasQuorum(ids));
+    for (const p of released) this.answerRead(p.req, p.index);
+    return released.length;
   }
 
   /** Called by RawNode.advance(): the caller persisted entries up to the stable index. */
@@ -831,11 +836,8 @@ export class Raft {
       return;
     }
     const round = this.readOnly.addRequest(this.log.committed, req);
-    const acks = this.readOnly.recvAck(this.id, round);
-    if (acks !== undefined && this.tracker.hasQuorum(acks)) {
-      for (const p of this.readOnly.advance(round)) this.answerRead(p.req, p.index);
-      return;
-    }
+    this.readOnly.recvAck(this.id, round);
+    if (this.releaseReads() > 0) return;
     this.bcastHeartbeat(round);
   }
 
@@ -924,7 +926,13 @@ export class Raft {
     // The quorum changed: something may now be committed; new members need the log.
     if (this.maybeCommit()) this.onCommitAdvanced();
     else this.bcastAppend(false);
-    // Reads waiting for a quorum of the old configuration: re-check against the new one.
+    // Reads waiting for a quorum of the old configuration: re-check against the new one. A leader that is the only
+    // voter left has voted for no one else in its term: every read waiting on it is confirmed.
+    if (this.tracker.isSingleton(this.id)) {
+      for (const p of this.readOnly.releaseAll()) this.answerRead(p.req, p.index);
+    } else {
+      this.releaseReads();
+    }
   }
 }
 

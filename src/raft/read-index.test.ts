@@ -118,6 +118,47 @@ describe('ReadIndex', () => {
     // That ack answered a heartbeat sent before 'mine' arrived: it proves nothing about leadership since.
     expect(net.peer(1).readStates.map((r) => text(r.context))).toEqual([]);
   });
+
+  it('a read queued when a conf change leaves the leader as the only voter is answered (review of FS-14)', () => {
+    const net = new TestNetwork([1, 2]);
+    net.elect(1);
+    net.propose(1, 'a');
+    net.stabilize();
+    // 2 acknowledges appends but its heartbeat acks are lost.
+    net.dropIf = (m) => m.type === 'heartbeatResp' && m.from === 2;
+    net.node(1).readIndex(bytes('r'));
+    net.stabilize();
+    net.node(1).proposeConfChange({ type: 'remove', nodeId: 2 });
+    net.stabilize();
+    expect(net.peer(1).conf.voters).toEqual([1]);
+    net.dropIf = undefined;
+    net.tick(50);
+    net.node(1).readIndex(bytes('later'));
+    net.stabilize();
+    // Before: 'later' was answered at once and 'r', which arrived first, waited for ever (no heartbeat goes anywhere).
+    expect(net.peer(1).readStates.map((r) => text(r.context))).toContain('later');
+    expect(net.peer(1).readStates.map((r) => text(r.context))).toContain('r');
+  });
+
+  it('an ack of round k+1 counts for round k too (5 voters, one ack per round; review of FS-14)', () => {
+    const net = new TestNetwork([1, 2, 3, 4, 5]);
+    net.elect(1);
+    net.propose(1, 'a');
+    net.stabilize();
+    // Round k reaches only follower k+1 (acks to the others are lost).
+    net.dropIf = (m) => {
+      if (m.type !== 'heartbeatResp') return false;
+      const r = roundOf(m.context);
+      return r === undefined || m.from !== r + 1;
+    };
+    for (const c of ['a', 'b', 'c']) {
+      net.node(1).readIndex(bytes(c));
+      net.stabilize();
+    }
+    // Round 1 acked by {1,2}; round 2 by {1,3}; round 3 by {1,4}: every follower 2,3 acked a round >= 1 after 'a'
+    // arrived, so {1,2,3} confirms 'a' (and {1,3,4} confirms 'a','b'), which is what is released (before: nothing).
+    expect(net.peer(1).readStates.map((r) => text(r.context))).toEqual(['a', 'b']);
+  });
 });
 
 describe('leader lease', () => {

@@ -40,8 +40,11 @@ export class ReadOnly {
   /** Pending requests in the order they registered, each with its round number. */
   private queue: Array<PendingRead & { seq: number }> = [];
   private seq = 0;
-  /** Acknowledgements per round, for rounds with requests still pending. */
-  private readonly acks = new Map<number, Set<NodeId>>();
+  /**
+   * The highest round each node has acknowledged (this leader's own entry: the latest registered). An ack of round
+   * k answers a heartbeat sent after requests 1..k registered, so it counts for every one of them.
+   */
+  private readonly acked = new Map<NodeId, number>();
 
   /** Registers a request; returns the context of the round that can confirm it (and every earlier one). */
   addRequest(index: number, req: ReadIndexRequest): Uint8Array {
@@ -50,32 +53,41 @@ export class ReadOnly {
     return roundContext(seq);
   }
 
-  /** Records that `id` acknowledged the heartbeat of the round in ctx; returns the acks so far. */
-  recvAck(id: NodeId, ctx: Uint8Array): ReadonlySet<NodeId> | undefined {
+  /** Records that `id` acknowledged the heartbeat of the round in ctx; false when it counts for nothing pending. */
+  recvAck(id: NodeId, ctx: Uint8Array): boolean {
     const seq = roundOf(ctx);
     const first = this.queue[0];
-    if (seq === undefined || first === undefined || seq < first.seq || seq > this.seq) return undefined;
-    let s = this.acks.get(seq);
-    if (s === undefined) {
-      s = new Set();
-      this.acks.set(seq, s);
-    }
-    s.add(id);
-    return s;
+    if (seq === undefined || first === undefined || seq < first.seq || seq > this.seq) return false;
+    if (seq > (this.acked.get(id) ?? 0)) this.acked.set(id, seq);
+    return true;
   }
 
   /**
-   * Releases every request of the round in ctx and before it: a quorum acknowledging a heartbeat sent after
-   * they registered confirms leadership for all of them.
+   * Releases every pending request whose round a quorum has acknowledged (itself or a later one), oldest first;
+   * `hasQuorum` decides for a set of voters under the current configuration.
    */
-  advance(ctx: Uint8Array): PendingRead[] {
-    const seq = roundOf(ctx);
-    if (seq === undefined) return [];
+  release(hasQuorum: (ids: ReadonlySet<NodeId>) => boolean): PendingRead[] {
+    // Try the rounds acknowledged, highest first: the first a quorum reached releases it and everything before.
+    const rounds = [...new Set(this.acked.values())].sort((a, b) => b - a);
+    for (const r of rounds) {
+      if (r < (this.queue[0]?.seq ?? Number.POSITIVE_INFINITY)) break;
+      const ids = new Set<NodeId>();
+      for (const [id, k] of this.acked) if (k >= r) ids.add(id);
+      if (hasQuorum(ids)) return this.releaseUpTo(r);
+    }
+    return [];
+  }
+
+  /** Releases every pending request, whatever the acks (a leader that is the only voter). */
+  releaseAll(): PendingRead[] {
+    return this.releaseUpTo(this.seq);
+  }
+
+  private releaseUpTo(seq: number): PendingRead[] {
     let n = 0;
     while (n < this.queue.length && (this.queue[n] as { seq: number }).seq <= seq) n++;
     const released = this.queue.slice(0, n).map(({ index, req }) => ({ index, req }));
     this.queue = this.queue.slice(n);
-    for (const k of this.acks.keys()) if (k <= seq) this.acks.delete(k);
     return released;
   }
 

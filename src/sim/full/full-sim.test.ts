@@ -13,8 +13,12 @@ describe('full-stack simulation', () => {
   });
 
   it('is deterministic with the sequence workload and mixed-up replies, which pass every oracle', async () => {
-    const a = await runFullSim({ seed: 7, profile: 'net', seqClients: 2 });
-    const b = await runFullSim({ seed: 7, profile: 'net', seqClients: 2 });
+    // The first seed from 7 on whose run mixes replies up (seed 7 did until stop 22's changes moved its run).
+    let seed = 7;
+    let a = await runFullSim({ seed, profile: 'net', seqClients: 2 });
+    while (a.stats.mixedUpReplies === 0 && seed < 27)
+      a = await runFullSim({ seed: ++seed, profile: 'net', seqClients: 2 });
+    const b = await runFullSim({ seed, profile: 'net', seqClients: 2 });
     expect(b.traceHash).toBe(a.traceHash);
     expect(b.stats).toEqual(a.stats);
     expect(a.failure).toBeUndefined();
