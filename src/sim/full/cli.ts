@@ -237,8 +237,13 @@ function report(r: FullSimResult, cli: Cli, withTail: boolean): void {
   process.stdout.write(`${lines.join('\n')}\n`);
 }
 
+/** Set by SIGINT/SIGTERM in a sweep: stop after the seeds in progress and print the summary of what ran. */
+let stopRequested = false;
+const workers = new Set<ReturnType<typeof fork>>();
+
 async function runLocal(cli: Cli, onResult: (r: FullSimResult) => void): Promise<void> {
   for (const seed of cli.seeds) {
+    if (stopRequested) return;
     const verbose = cli.single && cli.verbose ? (l: string) => process.stdout.write(`${l}\n`) : undefined;
     onResult(await runFullSim({ ...cli.opts, seed, traceTail: Math.max(cli.tail, 1), verbose }));
   }
@@ -292,11 +297,16 @@ async function runJobs(cli: Cli, argv: string[], onResult: (r: FullSimResult) =>
                 stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
               },
             );
-            child.on('message', (m) => onResult(m as FullSimResult));
+            workers.add(child);
+            child.on('message', (m) => {
+              if (!stopRequested) onResult(m as FullSimResult);
+            });
             child.on('error', reject);
-            child.on('exit', (code) =>
-              code === 0 ? resolve() : reject(new Error(`a worker exited with status ${code}`)),
-            );
+            child.on('exit', (code) => {
+              workers.delete(child);
+              if (code === 0 || stopRequested) resolve();
+              else reject(new Error(`a worker exited with status ${code}`));
+            });
           }),
       ),
   );
@@ -326,6 +336,16 @@ export async function main(argv: string[]): Promise<number> {
   const summary: Summary = { seeds: 0, failures: [], elapsedMs: 0, events: 0, ids: 0 };
   const progress = new Progress(cli.seeds.length, started);
   let shownTails = 0;
+  // A long sweep stopped by hand still reports what it ran (a second signal ends it at once).
+  const onSignal = () => {
+    if (stopRequested) process.exit(130);
+    stopRequested = true;
+    for (const w of workers) w.kill('SIGTERM');
+  };
+  if (!cli.single) {
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
+  }
   const onResult = (r: FullSimResult) => {
     summary.seeds++;
     summary.events += r.stats.events;
@@ -354,7 +374,7 @@ export async function main(argv: string[]): Promise<number> {
     const kinds = new Map<string, number>();
     for (const f of summary.failures) kinds.set(f.kind, (kinds.get(f.kind) ?? 0) + 1);
     process.stdout.write(
-      `${summary.seeds} seeds (${cli.opts.profile}), ${summary.failures.length} failing` +
+      `${stopRequested ? 'stopped: ' : ''}${summary.seeds} seeds (${cli.opts.profile}), ${summary.failures.length} failing` +
         (kinds.size > 0 ? ` (${[...kinds].map(([k, n]) => `${k} ${n}`).join(', ')})` : '') +
         `, ${summary.ids} IDs checked, ${(summary.elapsedMs / 1000).toFixed(1)} s, ${rate.toFixed(2)} seeds/s\n`,
     );
