@@ -4,69 +4,8 @@ import type { Message } from '../raft/types.js';
 import { type KvResult, KvStateMachine } from '../state/kv-state-machine.js';
 import { MemoryNodeStorage } from './memory-seams.js';
 import { FloeNode } from './node.js';
-import type { NodeClock, NodeTimers, NodeTransport } from './seams.js';
-
-/** Virtual time: timers fire only in run()/advance(), in time order, then FIFO. */
-class VirtualTimers implements NodeTimers {
-  now = 0;
-  private seq = 0;
-  private readonly timers = new Map<number, { at: number; every: number; fn: () => void }>();
-  private immediates: Array<() => void> = [];
-
-  setTimeout(fn: () => void, ms: number): unknown {
-    this.timers.set(++this.seq, { at: this.now + ms, every: 0, fn });
-    return this.seq;
-  }
-  clearTimeout(h: unknown): void {
-    this.timers.delete(h as number);
-  }
-  setInterval(fn: () => void, ms: number): unknown {
-    this.timers.set(++this.seq, { at: this.now + ms, every: ms, fn });
-    return this.seq;
-  }
-  clearInterval(h: unknown): void {
-    this.timers.delete(h as number);
-  }
-  setImmediate(fn: () => void): unknown {
-    this.immediates.push(fn);
-    return undefined;
-  }
-  get pendingTimers(): number {
-    return this.timers.size;
-  }
-
-  /** Runs immediates (and the microtasks they cause) until none is left. */
-  async settle(): Promise<void> {
-    for (let i = 0; i < 10_000; i++) {
-      for (let j = 0; j < 5; j++) await Promise.resolve();
-      const next = this.immediates.shift();
-      if (!next) {
-        await new Promise((r) => setImmediate(r)); // let real I/O-free promise chains finish
-        if (this.immediates.length === 0) return;
-        continue;
-      }
-      next();
-    }
-    throw new Error('immediates did not settle');
-  }
-
-  /** Moves virtual time forward by ms, firing due timers in order. */
-  async advance(ms: number): Promise<void> {
-    const end = this.now + ms;
-    for (;;) {
-      let due: [number, { at: number; every: number; fn: () => void }] | undefined;
-      for (const e of this.timers) if (e[1].at <= end && (!due || e[1].at < due[1].at)) due = e;
-      if (!due) break;
-      const [id, t] = due;
-      this.now = t.at;
-      if (t.every > 0) t.at += t.every;
-      else this.timers.delete(id);
-      t.fn();
-      await this.settle();
-    }
-    this.now = end;
-  }
-}
+import type { NodeClock, NodeTransport } from './seams.js';
+import { VirtualTimers } from './test-doubles.js';
 
 describe('FloeNode: pending reads across a new term under the same leader', () => {
   it('a follower whose leader is re-elected in a later term (lead 1 -> 1) asks its pending read again', async () => {
