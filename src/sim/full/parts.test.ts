@@ -254,20 +254,30 @@ describe('ID oracle', () => {
   // The exemption is bounded by what the OLDER holder's machine hid (re-review of stop 22): longer overstays fail.
   const machine = (s: Scheduler, name: string) => new Machine(name, new MachineClock(s, 1, 1000, T0));
 
-  it('a 5 s overstay by the old holder around a new holder that issued once is not excused by a 1 ms hidden suspend', async () => {
-    const s = new Scheduler();
+  /** c1#1 holds token 10 of worker 1 and has issued one ID (t=100 µs). */
+  const oldHolder = (s: Scheduler) => {
     const w = world(s);
     const o = new IdOracle(w);
     const m1 = machine(s, 'c1');
     grant(o, 1, 10);
     o.leased('c1#1', 10, m1, 0);
     o.issued('c1#1', 'a', 1, 10, L, id(T0 + 5, 1, 0), 100);
+    return { w, o, m1 };
+  };
+  /** Token 10 of worker 1 expires and token 12 is granted. */
+  const handOver = (o: IdOracle) => {
+    free(o, 1, 10, T0 + 100, 11);
+    grant(o, 1, 12);
+  };
+
+  it('a 5 s overstay by the old holder around a new holder that issued once is not excused by a 1 ms hidden suspend', async () => {
+    const s = new Scheduler();
+    const { w, o, m1 } = oldHolder(s);
     m1.suspend();
     m1.jumpWall(-1);
     s.after(1_000, undefined, 'wake', () => m1.resume()); // 1 ms suspended, 1 ms step back
     await s.runUntil(10_000_000);
-    free(o, 1, 10, T0 + 100, 11);
-    grant(o, 1, 12);
+    handOver(o);
     o.issued('c2#1', 'a', 1, 12, L, id(T0 + 100_000, 1, 0), 2_000_000); // new holder: one ID at t=2 s
     for (let k = 1; k <= 10; k++)
       o.issued('c1#1', 'a', 1, 10, L, id(T0 + 6 + k, 1, 0), 2_000_000 + k * 500_000); // old holder goes on for 5 s
@@ -276,15 +286,9 @@ describe('ID oracle', () => {
 
   it("the new holder's hidden suspend does not excuse the old holder's overstay", async () => {
     const s = new Scheduler();
-    const w = world(s);
-    const o = new IdOracle(w);
-    const m1 = machine(s, 'c1');
+    const { w, o } = oldHolder(s);
     const m2 = machine(s, 'c2');
-    grant(o, 1, 10);
-    o.leased('c1#1', 10, m1, 0);
-    o.issued('c1#1', 'a', 1, 10, L, id(T0 + 5, 1, 0), 100);
-    free(o, 1, 10, T0 + 100, 11);
-    grant(o, 1, 12);
+    handOver(o);
     o.leased('c2#1', 12, m2, 1_000_000);
     o.issued('c2#1', 'a', 1, 12, L, id(T0 + 200_000, 1, 0), 1_000_000);
     await s.runUntil(1_000_000);
@@ -300,19 +304,13 @@ describe('ID oracle', () => {
 
   it("the old holder's own hidden suspend excuses an overstay no longer than it (documented, docs/client.md)", async () => {
     const s = new Scheduler();
-    const w = world(s);
-    const o = new IdOracle(w);
-    const m1 = machine(s, 'c1');
+    const { w, o, m1 } = oldHolder(s);
     const m2 = machine(s, 'c2');
-    grant(o, 1, 10);
-    o.leased('c1#1', 10, m1, 0);
-    o.issued('c1#1', 'a', 1, 10, L, id(T0 + 5, 1, 0), 100);
     m1.suspend();
     m1.jumpWall(-3_000);
     s.after(3_000_000, undefined, 'wake', () => m1.resume()); // 3 s suspended, 3 s step back: 3 s hidden
     await s.runUntil(3_500_000);
-    free(o, 1, 10, T0 + 100, 11);
-    grant(o, 1, 12);
+    handOver(o);
     o.leased('c2#1', 12, m2, 1_000_000);
     o.issued('c2#1', 'a', 1, 12, L, id(T0 + 200_000, 1, 0), 1_000_000);
     o.issued('c1#1', 'a', 1, 10, L, id(T0 + 6, 1, 0), 3_000_000); // 2 s after c2 began: within the 3 s hidden
