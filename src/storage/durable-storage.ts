@@ -7,6 +7,7 @@
 //   <dir>/wal/<seq>-<firstIndex>.wal         WAL segments (see wal.ts, record.ts)
 //   <dir>/snap/<index>-<term>.snap           snapshot files (see snapshot-store.ts)
 import * as path from 'node:path';
+import type { NodeStorage } from '../node/seams.js';
 import { MemoryStorage } from '../raft/memory-storage.js';
 import type { ConfState, Entry, HardState, Snapshot, Storage } from '../raft/types.js';
 import {
@@ -66,7 +67,7 @@ export interface DurableStorageStats extends WalStats {
 
 const EMPTY = new Uint8Array(0);
 
-export class DurableStorage {
+export class DurableStorage implements NodeStorage {
   /** Synchronous read side for the Raft core: everything here is durable. */
   readonly storage: Storage;
   /** Warnings raised while opening (also passed to onWarning). */

@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
 import type { AddressInfo } from 'node:net';
+import type { NodeTransport } from '../node/seams.js';
 import type { Message, NodeId, SnapshotMessage } from '../raft/types.js';
 import { acceptHandshake } from './accept.js';
 import { decodeMessage, encodeMessage } from './codec.js';
@@ -100,7 +101,7 @@ const PONG_FRAME = encodeFrame(FrameKind.pong);
  * separate one per snapshot, inbound connections that only deliver what the authenticated peer sent.
  * See docs/transport.md for the wire format, the handshake, queues and limits.
  */
-export class PeerTransport extends EventEmitter<TransportEvents> {
+export class PeerTransport extends EventEmitter<TransportEvents> implements NodeTransport {
   readonly address: { host: string; port: number };
   private readonly opts: ResolvedOptions;
   private readonly server: PeerServer;
