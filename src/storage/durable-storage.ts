@@ -518,8 +518,11 @@ function buildMemory(
   return mem;
 }
 
-/** Returns why `entries` cannot follow a log ending at `last` with a snapshot at `snapIndex`, if so. */
-function checkEntries(entries: readonly Entry[], last: number, snapIndex: number): string | undefined {
+/**
+ * Returns why `entries` cannot follow a log ending at `last` with a snapshot at `snapIndex`, if so.
+ * Exported for the in-memory twin (src/node/memory-seams.ts), which refuses the same saves.
+ */
+export function checkEntries(entries: readonly Entry[], last: number, snapIndex: number): string | undefined {
   const lo = entries[0]!.index;
   if (lo > last + 1) return `entries start at ${lo} but the log ends at ${last} (gap)`;
   if (lo <= snapIndex)
