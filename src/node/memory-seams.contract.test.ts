@@ -245,6 +245,17 @@ const scenarios: Record<string, { trailing: number; run: Scenario }> = {
       log('after the power loss', dump(t.s.storage));
     },
   },
+  "recovery raises the commit index to a leader's snapshot saved without a hard state": {
+    trailing: 100,
+    async run(t, log) {
+      await t.s.save({ entries: ents(1, 3, 1), hardState: hs(1, 1, 2) }, { sync: true });
+      const snapshot: Snapshot = { metadata: { index: 7, term: 2, conf: CONF }, data: bytes('leader') };
+      await t.s.save({ snapshot, entries: [] }, { sync: true });
+      log('before the crash', dump(t.s.storage));
+      await t.crash('power');
+      log('after the power loss', dump(t.s.storage));
+    },
+  },
   'refusals: the same saves are refused with the same errors, and refusals do not stop the storage': {
     trailing: 100,
     async run(t, log) {
