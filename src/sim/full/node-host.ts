@@ -181,7 +181,7 @@ export class NodeHost {
         onWarning: (m) => w.trace(`${proc.name} storage warning: ${m}`),
       });
     } else {
-      this.memoryStorage ??= new MemoryNodeStorage(bootstrapConf);
+      this.memoryStorage ??= new MemoryNodeStorage(bootstrapConf, { trailingEntries: s.trailingEntries });
       inner = this.memoryStorage;
     }
     if (!proc.alive) return;
@@ -432,6 +432,9 @@ export class NodeHost {
       // No zero-filled tails: the failure model assumes a file system that orders data before size
       // updates (ext4 data=ordered, XFS); see docs/storage.md, "Failure model".
       this.disk = this.disk.crash(kind === 'power' ? { kind, random } : { kind });
+    } else {
+      // The twin keeps only what was synced across a power loss, like the disk under DurableStorage.
+      this.memoryStorage = this.memoryStorage?.crash(kind);
     }
     this.state = 'down';
     this.node = undefined;
