@@ -65,7 +65,14 @@ export type FaultKind =
    * replacement finds the cluster unreachable and may resume its lease from the cache; the host's wall clock is
    * stepped (NTP) once the replacement runs; the cut lasts past a TTL, so the cluster expires the lease meanwhile.
    */
-  | 'clientRestartCutOff';
+  | 'clientRestartCutOff'
+  /**
+   * A crash loop (only in the `restarts` profile): a node process dies again shortly after it starts serving — once
+   * it leads and takes the leader's load (an OOM kill, a fatal bug on a request path) or, if it does not lead, soon
+   * after it starts — and its supervisor starts it again at once (systemd `Restart=always`, a short `RestartSec`);
+   * after 1–4 rounds it stays up. The leader is the usual victim.
+   */
+  | 'nodeRestartLoop';
 
 export const FAULT_KINDS: readonly FaultKind[] = [
   'partition',
@@ -100,8 +107,13 @@ const LATE_FAULTS: readonly FaultKind[] = ['clientPowerLoss'];
 const LATE2_FAULTS: readonly FaultKind[] = ['replyMixup'];
 /** And later again (`config-late3`): every seed without them keeps its configuration and its run. */
 const LATE3_FAULTS: readonly FaultKind[] = ['clientRestartCutOff'];
+/**
+ * Faults of the `restarts` profile only (`config-late5`), not in FAULT_KINDS: no other profile can draw them, so every
+ * other profile keeps its configuration and its run.
+ */
+const LATE5_FAULTS: readonly FaultKind[] = ['nodeRestartLoop'];
 const isLate = (f: FaultKind) =>
-  LATE_FAULTS.includes(f) || LATE2_FAULTS.includes(f) || LATE3_FAULTS.includes(f);
+  LATE_FAULTS.includes(f) || LATE2_FAULTS.includes(f) || LATE3_FAULTS.includes(f) || LATE5_FAULTS.includes(f);
 
 export interface Profile {
   name: string;
@@ -114,6 +126,8 @@ export interface Profile {
   clockDrift: number;
   /** Network quality: 0 a clean LAN, 1 the worst the profile allows. */
   netNoise: number;
+  /** Cluster sizes a seed draws from (`config-late5`) when `--nodes` is not given (absent: 3). */
+  clusterSizes?: readonly number[];
 }
 
 const ALL = FAULT_KINDS;
@@ -136,6 +150,9 @@ const CLIENTS: FaultKind[] = [
   'clientPowerLoss',
   'clientRestartCutOff',
 ];
+
+/** The `restarts` profile: a crash loop always on (see drawConfig), with what a restarting node meets. */
+const RESTARTS: FaultKind[] = ['nodeRestartLoop', 'nodeCrash', 'nodePowerLoss', 'diskSlow', 'netNoise'];
 
 export const PROFILES: Record<string, Profile> = {
   quiet: {
@@ -202,6 +219,16 @@ export const PROFILES: Record<string, Profile> = {
     swarm: true,
     clockDrift: 0.1,
     netNoise: 1,
+  },
+  restarts: {
+    name: 'restarts',
+    summary:
+      'crash loops (a node dies again soon after it starts leading, restarted at once), crashes, power loss, slow disks; one node or three',
+    faults: RESTARTS,
+    swarm: true,
+    clockDrift: 0.05,
+    netNoise: 0.3,
+    clusterSizes: [1, 3],
   },
 };
 
@@ -383,7 +410,9 @@ function drawSnowflake(seed: number, override: number | undefined): SnowflakeWor
 export function drawConfig(seed: number, profileName: string, o: ConfigOverrides = {}): SimConfig {
   const p = profileByName(profileName);
   const rng = new Prng(seed).fork('config');
-  const nodes = o.nodes ?? 3;
+  // The cluster size, from a stream of its own in profiles that draw it (every other profile: 3, as before).
+  const late5 = new Prng(seed).fork('config-late5');
+  const nodes = o.nodes ?? (p.clusterSizes ? late5.pick(p.clusterSizes) : 3);
   const weights: Partial<Record<FaultKind, number>> = {};
   for (const f of p.faults) {
     if (isLate(f)) continue;
@@ -409,6 +438,8 @@ export function drawConfig(seed: number, profileName: string, o: ConfigOverrides
     else if (late2.chance(0.5)) weights[f] = late2.range(1, 10);
   }
   const seqClients = late2.chance(1 / 3) ? 2 : 0;
+  // Always on in the profiles that have them (they are what the profile is for), with a drawn weight.
+  for (const f of p.faults) if (LATE5_FAULTS.includes(f)) weights[f] = p.swarm ? late5.range(3, 10) : 5;
   const late3 = new Prng(seed).fork('config-late3');
   for (const f of p.faults) {
     if (!LATE3_FAULTS.includes(f)) continue;

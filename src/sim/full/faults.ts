@@ -58,6 +58,10 @@ export class FaultDirector {
   /** One membership change at a time, and one leadership transfer. */
   private changing = false;
   private transferring = false;
+  /** A crash loop (`nodeRestartLoop`) is running: one at a time. */
+  private looping = false;
+  /** The crash loops' own stream: seeds of other profiles never draw from it. */
+  private readonly restartRng: Prng;
   private transferProc: SimProcess | undefined;
   private changeProc: SimProcess | undefined;
   /**
@@ -71,6 +75,7 @@ export class FaultDirector {
   constructor(private readonly c: ClusterView) {
     this.rng = c.world.rng('faults');
     this.seqRng = c.world.rng('faults-seq');
+    this.restartRng = c.world.rng('faults-restarts');
     this.weights = { ...c.cfg.weights };
     // The seed's deployments wait this long for the cluster before they resume from the cache (set before any
     // client process starts).
@@ -428,7 +433,84 @@ export class FaultDirector {
       }
       case 'membership':
         return this.membershipStep();
+      case 'nodeRestartLoop':
+        return this.restartLoop();
     }
+  }
+
+  /**
+   * A crash loop (`nodeRestartLoop`, the `restarts` profile): a node process (usually the leader's) dies, its supervisor
+   * starts it again after a short delay, and it dies again shortly after it starts serving — drawn from the moment it
+   * leads again (the leader's load, or a request path only the leader runs, is what kills it), or from its start if it
+   * does not lead within a few election timeouts — for 1–4 rounds; then it stays up. Each kill is a process crash (the
+   * page cache survives: an OOM kill, a panic), or a power loss in one round in four (a watchdog reboot). Draws come
+   * from a stream of its own (`faults-restarts`).
+   */
+  private restartLoop(): boolean {
+    const c = this.c;
+    if (this.looping || !this.canImpair()) return false;
+    const r = this.restartRng;
+    const lead = this.leader();
+    const h = lead && r.chance(3 / 4) ? lead : pickMaybe(r, this.healthyNodes());
+    if (!h?.proc) return false;
+    this.looping = true;
+    const sched = c.world.sched;
+    const rounds = r.range(1, 4);
+    const electionMs = c.cfg.node.tickMs * c.cfg.node.electionTicks;
+    // In half the loops the other members' disks are slow meanwhile (fsync × 5..50): commits stall, so the leader's
+    // in-flight entries pile up — what OOM-kills a leader, and what leaves its last entries uncommitted when it dies.
+    const peers = this.members().filter((x) => x !== h);
+    const slow = r.chance(1 / 2) ? r.range(5, 50) : 1;
+    for (const p of peers) if (slow > 1) p.diskFaults.slow = slow;
+    this.trace(`n${h.id} crash loop: ${rounds} round(s)${slow > 1 ? `, peers' disks slow ×${slow}` : ''}`);
+    // The slow disks outlast the loop a while (the last restart's new term commits through them too).
+    const over = () => {
+      this.looping = false;
+      this.later(r.range(c.cfg.outageMs[0], c.cfg.outageMs[1]) * 1000, 'crash-loop-disks-fast', () => {
+        for (const p of peers) if (p.diskFaults.slow === slow) p.diskFaults.slow = 1;
+      });
+    };
+    const kill = (round: number) => {
+      if (this.healed || h.removed || !h.up) {
+        over();
+        return;
+      }
+      h.onLeads = undefined;
+      if (r.chance(1 / 4)) h.crash('power', (n) => r.int(n));
+      else h.crash('process');
+      const restartUs = r.range(5, 300) * 1000;
+      this.later(restartUs, 'crash-loop-restart', () => {
+        if (h.state === 'down') h.boot();
+        const proc = h.proc;
+        if (round >= rounds || !proc) {
+          over();
+          this.trace(`n${h.id} crash loop over`);
+          return;
+        }
+        // Dies again soon after it leads: within a few ms (its first proposals still in flight) or later.
+        const soon = () => (r.chance(1 / 2) ? r.range(0, 20_000) : r.range(0, 500_000));
+        let armed = false;
+        const arm = (why: string, us: number) => {
+          if (armed) return;
+          armed = true;
+          h.onLeads = undefined;
+          this.later(us, 'crash-loop-kill', () => {
+            if (h.proc !== proc) {
+              over();
+              return;
+            }
+            this.trace(`n${h.id} crash loop: dies again (${why})`);
+            kill(round + 1);
+          });
+        };
+        h.onLeads = () => arm('after it leads', soon());
+        this.later(r.range(2 * electionMs, 4 * electionMs) * 1000, 'crash-loop-no-lead', () => {
+          if (h.proc === proc) arm('without leading', soon());
+        });
+      });
+    };
+    sched.after(0, undefined, 'crash-loop', () => kill(1));
+    return true;
   }
 
   /**
@@ -626,6 +708,7 @@ export class FaultDirector {
     c.router.mixup = 0;
     this.noBackStepUntil.clear();
     for (const l of c.leaseClients) l.onResumed = undefined;
+    for (const h of c.hosts) h.onLeads = undefined;
     for (const h of this.members()) {
       h.diskFaults.syncEio = 0;
       h.diskFaults.slow = 1;

@@ -216,6 +216,15 @@ export class KvClient {
     const r = await this.write('POST', `/v1/counters/${key}/incr`, { by });
     let out: Outcome<CounterOutput> = r.kind === 'ok' ? { kind: 'unknown' } : r;
     if (r.kind === 'ok') {
+      // A counter's reply is its new value, an integer: anything else answers another request (issue 9 item 1).
+      if (!/^-?\d+$/.test(String(r.value.value))) {
+        this.world.fail(
+          'reply-mismatch',
+          `${this.name}: incr ${key} by ${by} answered ${JSON.stringify(r.value)}`,
+        );
+        this.finish(this.history.counters, op, { kind: 'unknown' });
+        return;
+      }
       out = { kind: 'ok', value: BigInt(String(r.value.value)) };
       this.history.acknowledgedWrites++;
     }

@@ -85,6 +85,8 @@ export class NodeHost {
   /** Removed from the cluster (replaced by a new member): it stops and never starts again. */
   removed = false;
   readonly diskFaults: DiskFaults = { syncEio: 0, slow: 1 };
+  /** Called when this node's process becomes leader (the `nodeRestartLoop` fault watches it; else unset). */
+  onLeads: ((h: NodeHost) => void) | undefined;
   /** Memory storage survives "crashes" in memory mode (it models a disk that loses nothing). */
   private memoryStorage: MemoryNodeStorage | undefined;
   private incarnation = 0;
@@ -241,7 +243,10 @@ export class NodeHost {
       logger,
     });
     const n = node;
-    n.on('role', (role) => this.observer.role(this.id, role === 'leader', n.status().term));
+    n.on('role', (role) => {
+      this.observer.role(this.id, role === 'leader', n.status().term);
+      if (role === 'leader') this.onLeads?.(this);
+    });
     n.on('applied', (index) => this.observer.applied(this.id, index));
     n.on('stopped', (reason) => {
       if (!proc.alive) return;
