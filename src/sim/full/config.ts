@@ -72,7 +72,19 @@ export type FaultKind =
    * after it starts — and its supervisor starts it again at once (systemd `Restart=always`, a short `RestartSec`);
    * after 1–4 rounds it stays up. The leader is the usual victim.
    */
-  | 'nodeRestartLoop';
+  | 'nodeRestartLoop'
+  /**
+   * `coarse` profile only: a client host loses every link to the cluster (both ways) for longer than a TTL while its
+   * service runs on: its renewals fail, its generator must stop before the cluster expires the lease and grants the
+   * worker ID to a host that waits for one.
+   */
+  | 'clientCutOff'
+  /**
+   * `coarse` profile only: as `clientRestartCutOff` (a host cut off, its service restarted, the replacement resumes
+   * from its cache), then the machine is reset (power loss: a hypervisor's isolation response, a watchdog) and boots
+   * again while still cut off, and its service resumes from whatever cache survived. No wall-clock step.
+   */
+  | 'clientPowerLossCutOff';
 
 export const FAULT_KINDS: readonly FaultKind[] = [
   'partition',
@@ -108,12 +120,21 @@ const LATE2_FAULTS: readonly FaultKind[] = ['replyMixup'];
 /** And later again (`config-late3`): every seed without them keeps its configuration and its run. */
 const LATE3_FAULTS: readonly FaultKind[] = ['clientRestartCutOff'];
 /**
- * Faults of the `restarts` profile only (`config-late5`), not in FAULT_KINDS: no other profile can draw them, so every
+ * Faults of the `restarts` profile only (`config-late5`, in drawConfig), not in FAULT_KINDS: no other profile can draw them, so every
  * other profile keeps its configuration and its run.
  */
-const LATE5_FAULTS: readonly FaultKind[] = ['nodeRestartLoop'];
+const RESTART_FAULTS: readonly FaultKind[] = ['nodeRestartLoop'];
+/**
+ * Faults of the `coarse` profile only (not in FAULT_KINDS, so no other profile has them), weighted from a stream of
+ * their own (`config-late5`, in drawCoarse: the two profiles never meet, so they share the stream name).
+ */
+export const COARSE_FAULTS: readonly FaultKind[] = ['clientCutOff', 'clientPowerLossCutOff'];
 const isLate = (f: FaultKind) =>
-  LATE_FAULTS.includes(f) || LATE2_FAULTS.includes(f) || LATE3_FAULTS.includes(f) || LATE5_FAULTS.includes(f);
+  LATE_FAULTS.includes(f) ||
+  LATE2_FAULTS.includes(f) ||
+  LATE3_FAULTS.includes(f) ||
+  RESTART_FAULTS.includes(f) ||
+  COARSE_FAULTS.includes(f);
 
 export interface Profile {
   name: string;
@@ -128,6 +149,11 @@ export interface Profile {
   netNoise: number;
   /** Cluster sizes a seed draws from (`config-late5`) when `--nodes` is not given (absent: 3). */
   clusterSizes?: readonly number[];
+  /**
+   * Leases drawn from `config-late5` (the `coarse` profile): coarse layouts (1 s ticks in 3/4 of the seeds), TTLs of
+   * 3-10 s, safety margins down to the SDK's minimum (TTL/100 + 50 ms), pools of 2-8 worker IDs, the lease cache.
+   */
+  coarseLeases?: boolean;
 }
 
 const ALL = FAULT_KINDS;
@@ -211,6 +237,16 @@ export const PROFILES: Record<string, Profile> = {
     clockDrift: 0.05,
     netNoise: 1,
   },
+  coarse: {
+    name: 'coarse',
+    summary:
+      'coarse layouts (1 s ticks), small safety margins on NTP-grade clocks (±0.5%), client hosts cut off, and reset while cut off',
+    faults: [...CLIENTS, ...NET, 'nodeCrash', 'nodePause', 'leaderTransfer', 'clockRate', ...COARSE_FAULTS],
+    swarm: true,
+    clockDrift: 0.005,
+    netNoise: 0.3,
+    coarseLeases: true,
+  },
   drift10: {
     name: 'drift10',
     summary:
@@ -260,6 +296,8 @@ export interface LeaseWorkloadConfig {
   processMonotonic: boolean;
   /** The SDK's `acquireTimeoutMs` (undefined: its default, TTL + 2 s). */
   acquireTimeoutMs?: number;
+  /** The SDK's `safetyMarginMs` (undefined: its default, TTL/10 + 100 ms; drawn only in the `coarse` profile). */
+  safetyMarginMs?: number;
 }
 
 /** How a sequence client calls: the HTTP routes, RESP (INCR/INCRBY/SEQ.ALLOC), or the SDK's FloeSequence. */
@@ -367,6 +405,20 @@ export const COARSE_LAYOUT: Layout = defineLayout({
 /** The SDK's default layout. */
 export const FLOE_LAYOUT: Layout = resolveLayout('floe');
 
+/**
+ * Seconds, as Baidu's uid-generator counts (its preset's 2016 epoch ran out in 2024; users set their own): a tick as
+ * long as a third of a 3 s lease. Only the `coarse` profile draws it.
+ */
+export const SECONDS_LAYOUT: Layout = defineLayout({
+  name: 'sim-seconds',
+  epochMs: Date.UTC(2026, 0, 1),
+  unitMs: 1000,
+  timestampBits: 34,
+  datacenterBits: 0,
+  workerBits: 17,
+  sequenceBits: 12,
+});
+
 /** Drawn from a stream of its own, after every other draw, so adding it moved no other seed's configuration. */
 function seqClientKinds(seed: number, clients: number): SeqClientKind[] {
   const order: SeqClientKind[] = ['http', 'resp', 'sdk'];
@@ -423,7 +475,17 @@ export function drawConfig(seed: number, profileName: string, o: ConfigOverrides
     }
   }
   if (p.swarm && p.faults.length > 0 && Object.keys(weights).length === 0) {
-    weights[rng.pick(p.faults.filter((f) => !LATE2_FAULTS.includes(f) && !LATE3_FAULTS.includes(f)))] = 5;
+    weights[
+      rng.pick(
+        p.faults.filter(
+          (f) =>
+            !LATE2_FAULTS.includes(f) &&
+            !LATE3_FAULTS.includes(f) &&
+            !RESTART_FAULTS.includes(f) &&
+            !COARSE_FAULTS.includes(f),
+        ),
+      )
+    ] = 5;
   }
   const late = new Prng(seed).fork('config-late');
   for (const f of p.faults) {
@@ -439,7 +501,7 @@ export function drawConfig(seed: number, profileName: string, o: ConfigOverrides
   }
   const seqClients = late2.chance(1 / 3) ? 2 : 0;
   // Always on in the profiles that have them (they are what the profile is for), with a drawn weight.
-  for (const f of p.faults) if (LATE5_FAULTS.includes(f)) weights[f] = p.swarm ? late5.range(3, 10) : 5;
+  for (const f of p.faults) if (RESTART_FAULTS.includes(f)) weights[f] = p.swarm ? late5.range(3, 10) : 5;
   const late3 = new Prng(seed).fork('config-late3');
   for (const f of p.faults) {
     if (!LATE3_FAULTS.includes(f)) continue;
@@ -468,7 +530,7 @@ export function drawConfig(seed: number, profileName: string, o: ConfigOverrides
   const tickMs = rng.pick([20, 50, 50, 100]);
   const ttlMs = rng.pick([1000, 2000, 2000, 3000, 5000]);
   const faulty = Object.keys(weights).length > 0;
-  return {
+  const cfg: SimConfig = {
     seed,
     profile: p.name,
     nodes,
@@ -517,6 +579,60 @@ export function drawConfig(seed: number, profileName: string, o: ConfigOverrides
     maxImpairedNodes: rng.range(1, nodes),
     outageMs: [10, rng.range(200, 4_000)],
     transport: drawTransport(seed, o.peerTransport ?? 'drawn'),
+  };
+  return p.coarseLeases ? drawCoarse(seed, p, cfg) : cfg;
+}
+
+/**
+ * The `coarse` profile's leases and its own faults, from a stream of their own (`config-late5`), drawn over a
+ * configuration drawn as every profile draws it (no other profile reaches this).
+ * - Layouts: seconds (1 s ticks) in three quarters of the seeds, else `sonyflake` (10 ms), the simulator's 50 ms one or `floe`.
+ *   With a tick, the SDK stops generating one tick before its deadline (the fast path runs to the end of the tick of
+ *   its last check); TTLs of 3 s and more leave room for it (the SDK refuses a tick of TTL - margin - renewal period or
+ *   more; with 2 s and 1 s ticks the generator stops 700 ms after each acknowledged send, finding FS-5).
+ * - Safety margins anywhere in what the SDK allows down to its minimum, TTL/100 + 50 ms: with clocks at ±0.5% (a
+ *   rate gap of 1%, still twenty times NTP's worst slew) the margin covers the rate gap the SDK's argument needs
+ *   (decision 0002: ρ·TTL < margin).
+ * - Pools of 1-3 bits, so hosts wait for worker IDs and take one as soon as the cluster expires it.
+ * - The lease cache in three quarters of the seeds, a short `acquireTimeoutMs` in three quarters.
+ */
+function drawCoarse(seed: number, p: Profile, cfg: SimConfig): SimConfig {
+  const r = new Prng(seed).fork('config-late5');
+  const weights = { ...cfg.weights };
+  for (const f of p.faults) {
+    if (!COARSE_FAULTS.includes(f)) continue;
+    // A host cut off while it runs is what the profile is about: in every seed (the reset in half).
+    if (!p.swarm) weights[f] = 5;
+    else if (f === 'clientCutOff' || r.chance(0.5)) weights[f] = r.range(1, 10);
+  }
+  const ttlMs = r.pick([3000, 4000, 5000, 10_000]);
+  const layout = r.chance(3 / 4)
+    ? SECONDS_LAYOUT
+    : r.pick([resolveLayout('sonyflake'), COARSE_LAYOUT, FLOE_LAYOUT]);
+  const minMargin = Math.ceil(ttlMs / 100) + 50;
+  const safetyMarginMs = r.pick([
+    minMargin,
+    minMargin,
+    Math.ceil(ttlMs / 20) + 50,
+    Math.floor(ttlMs / 10) + 100,
+  ]);
+  const acquireTimeoutMs = r.chance(3 / 4) ? r.pick([100, 250, 500, 1000]) : undefined;
+  const { acquireTimeoutMs: _drawn, ...lease } = cfg.lease;
+  return {
+    ...cfg,
+    weights,
+    faultGapMs: Object.keys(weights).length > 0 ? [20, r.range(100, 1_500)] : cfg.faultGapMs,
+    node: { ...cfg.node, leaseTtlMs: ttlMs },
+    lease: {
+      ...lease,
+      ttlMs,
+      layout,
+      safetyMarginMs,
+      poolBits: r.range(1, 3),
+      cache: r.chance(3 / 4),
+      processMonotonic: r.chance(0.5),
+      ...(acquireTimeoutMs === undefined ? {} : { acquireTimeoutMs }),
+    },
   };
 }
 

@@ -50,6 +50,8 @@ export class FaultDirector {
   private readonly rng: Prng;
   /** Faults on sequence clients (their own stream: seeds without them draw nothing from it). */
   private readonly seqRng: Prng;
+  /** The `coarse` profile's own faults (their own stream: no other profile draws from it). */
+  private readonly lateRng: Prng;
   private healed = false;
   private partitionEpoch = 0;
   private noiseEpoch = 0;
@@ -76,6 +78,7 @@ export class FaultDirector {
     this.rng = c.world.rng('faults');
     this.seqRng = c.world.rng('faults-seq');
     this.restartRng = c.world.rng('faults-restarts');
+    this.lateRng = c.world.rng('faults-late5');
     this.weights = { ...c.cfg.weights };
     // The seed's deployments wait this long for the cluster before they resume from the cache (set before any
     // client process starts).
@@ -401,6 +404,10 @@ export class FaultDirector {
       }
       case 'clientRestartCutOff':
         return this.restartCutOff();
+      case 'clientCutOff':
+        return this.cutOff(false);
+      case 'clientPowerLossCutOff':
+        return this.cutOff(true);
       case 'clientSuspend': {
         const h = pickMaybe(rng, c.leaseClients);
         if (!h) return false;
@@ -675,6 +682,104 @@ export class FaultDirector {
           h.onResumed = undefined;
           this.trace(`${h.name} reaches the cluster again`);
         });
+      });
+    });
+    return true;
+  }
+
+  /**
+   * The `coarse` profile's faults (draws from `faults-late5` only). A client host loses every link to the cluster, both
+   * ways, for longer than a TTL (its renewals fail; the cluster expires its lease and may grant the worker ID to a host
+   * waiting for one). With `reset`, as in `clientRestartCutOff` its service process dies soon after and a supervisor
+   * starts a replacement (which finds the cluster unreachable and may resume from the cache), and then, past the
+   * replacement's acquire wait, the machine is reset (a power loss: a hypervisor's isolation response, a watchdog) and
+   * boots again within 0.2-2 s, still cut off, and its service starts and may resume from whatever cache survived.
+   * No wall-clock step: while cut off, no other fault steps the host's wall clock back or restarts its processes
+   * (`noBackStepUntil`), so the SDK's assumption about resuming from a cache holds (docs/client.md, "Clocks").
+   */
+  private cutOff(reset: boolean): boolean {
+    const c = this.c;
+    const rng = this.lateRng;
+    const sched = c.world.sched;
+    const now = sched.nowUs;
+    const ttlMs = c.cfg.lease.ttlMs;
+    // A host whose service issued IDs within the last second (it holds a lease).
+    const h = pickMaybe(
+      rng,
+      c.leaseClients.filter(
+        (x) =>
+          x.live.length > 0 &&
+          x.lastIssuedUs > now - 1_000_000 &&
+          !this.noBackStepUntil.has(x.machine) &&
+          !x.machine.clockEvents.some((e) => e.kind === 'wallBack' && e.atUs > now - (ttlMs + 1_000) * 1000),
+      ),
+    );
+    if (!h) return false;
+    const m = h.machine;
+    const [lo, hi] = c.cfg.outageMs;
+    const cutUs = ttlMs * 1000 + rng.range(lo, hi) * 1000;
+    const cut = this.members().flatMap((n) => [`${h.name}->${n.id}`, `${n.id}->${h.name}`]);
+    for (const l of cut) c.router.blocked.add(l);
+    this.noBackStepUntil.set(m, Number.POSITIVE_INFINITY);
+    const healCut = () => {
+      for (const l of cut) c.router.blocked.delete(l);
+      this.noBackStepUntil.delete(m);
+      this.trace(`${h.name} reaches the cluster again`);
+    };
+    if (!reset) {
+      this.trace(`${h.name} cut off from every node (${cut.length / 2}) while its service runs`);
+      this.later(cutUs, 'cut-off-heal', healCut);
+      // Its lease can no longer be renewed: the service process stalls (a stop-the-world GC, a container's CPU quota
+      // throttled, a vCPU descheduled) from up to 300 ms before the lease's wall-clock deadline to 0.1-1 s past it, so
+      // its calls due meanwhile run when it resumes, possibly before the SDK's deadline timer (the fast path must not
+      // outlive the deadline: issue 9 item 3).
+      const cur = h.current;
+      if (cur?.proc.alive && cur.lease.endedBecause === undefined) {
+        const before = rng.range(0, 300);
+        const stallMs = before + rng.range(100, 1_000);
+        const inMs = cur.lease.deadlineWallMs - cur.proc.wallMs() - before;
+        if (inMs > 0 && Number.isFinite(inMs)) {
+          const p = cur.proc;
+          this.later(Math.ceil(inMs * 1000), 'cut-off-stall', () => {
+            if (!p.alive || p.paused) return;
+            this.trace(
+              `${p.name} stalls for ${stallMs} ms (cut off, ${before} ms before its lease's deadline)`,
+            );
+            p.pause();
+            this.c.world.sched.after(stallMs * 1000, undefined, 'cut-off-stall-end', () => {
+              if (!p.paused) return;
+              this.trace(`${p.name} runs again`);
+              p.resume();
+            });
+          });
+        }
+      }
+      return true;
+    }
+    this.trace(`${h.name} cut off from every node (${cut.length / 2}): restart, then a reset, while cut off`);
+    const crashAfterUs = rng.range(0, Math.floor(ttlMs / 4)) * 1000;
+    const restartUs = rng.range(10, 300) * 1000;
+    const resetAfterUs = rng.range(10, 500) * 1000;
+    const bootUs = rng.range(200, 2_000) * 1000;
+    this.later(crashAfterUs, 'cut-off-crash', () => {
+      const old = h.live;
+      for (const p of old) h.crash(p);
+      const deadUs = Math.max(sched.nowUs, ...old.map((p) => p.busyUntilUs));
+      sched.at(deadUs + restartUs, undefined, 'cut-off-restart', () => {
+        if (this.healed) return;
+        if (h.live.length === 0) h.spawn();
+        this.trace(`${h.name} restarted while cut off`);
+        // Past the replacement's acquire wait (its budget, one request timeout and 10% for clock rates).
+        const waitMs = (h.acquireTimeoutMs ?? ttlMs + 2_000) + c.cfg.lease.requestTimeoutMs;
+        const resetUs = Math.ceil(waitMs * 1.1) * 1000 + resetAfterUs;
+        this.later(resetUs, 'cut-off-reset', () => {
+          this.trace(`${h.name} reset while cut off (boots in ${bootUs / 1000} ms)`);
+          h.powerLoss();
+          this.later(bootUs, 'cut-off-boot', () => {
+            if (h.live.length === 0) h.spawn();
+          });
+        });
+        this.later(resetUs + bootUs + cutUs, 'cut-off-heal', healCut);
       });
     });
     return true;

@@ -34,6 +34,15 @@ export interface LeaseClientSettings {
   processMonotonic?: boolean;
   /** The SDK's `acquireTimeoutMs` (undefined: its default). */
   acquireTimeoutMs?: number;
+  /**
+   * The SDK's `safetyMarginMs` (undefined: its default). Set only by the `coarse` profile, whose hosts then also keep
+   * their generator options inside what the SDK accepts for that margin, and keep a lease whose generator stopped one
+   * tick before the deadline while the lease itself is still valid. The generator then throws `LeaseLostError` (reason
+   * `deadline`) although the lease renews on in the background; a service that drops it and leases again gets
+   * `lease_held` for as long as the process lives (very likely finding FS-5, with 1 s ticks and a 2 s TTL; not
+   * replayed). The other profiles keep the old behaviour (their runs must not change).
+   */
+  safetyMarginMs?: number;
 }
 
 /** Where a host's processes keep their lease (on the host machine's own disk). */
@@ -63,6 +72,8 @@ export class LeaseClientHost {
   acquireTimeoutMs: number | undefined;
   /** Called when a process of this host resumes a lease from its cache (the fault director watches for it). */
   onResumed: ((proc: SimProcess) => void) | undefined;
+  /** The lease a process of this host took last (the `coarse` profile's faults time a stall by its deadline). */
+  current: { proc: SimProcess; lease: WorkerLease } | undefined;
   /** How this service's code uses its generator: drawn per host from a stream of its own (review of issue 10). */
   private readonly use: GeneratorUse;
 
@@ -79,7 +90,8 @@ export class LeaseClientHost {
     private readonly stats: LeaseClientStats,
   ) {
     this.acquireTimeoutMs = settings.acquireTimeoutMs;
-    this.use = drawGeneratorUse(world.rng(`gen-use-${name}`));
+    const use = drawGeneratorUse(world.rng(`gen-use-${name}`));
+    this.use = settings.safetyMarginMs === undefined ? use : fitGeneratorUse(use, settings.safetyMarginMs);
     this.disk = new MemoryFs({ wallMs: () => Math.floor(machine.clock.wallAt(machine.clock.nowUs)) });
     // The service's directory exists (durably) before any process starts.
     void this.disk.mkdir('/svc').then(() => this.disk.syncDir('/'));
@@ -199,14 +211,17 @@ export class LeaseClientHost {
           requestId: shared ? `${this.name}-rq` : `${proc.name}-${rng.nextU32().toString(16)}`,
           ...(s.cache ? { cachePath: CLIENT_CACHE_PATH } : {}),
           ...(this.acquireTimeoutMs === undefined ? {} : { acquireTimeoutMs: this.acquireTimeoutMs }),
+          ...(s.safetyMarginMs === undefined ? {} : { safetyMarginMs: s.safetyMarginMs }),
         });
       } catch (err) {
         this.stats.acquireFailures++;
         w.trace(`${proc.name} acquire failed: ${errText(err)}`);
-        await proc.sleep(rng.range(200, 1_000)); // a service backs off before it tries again
+        // A service backs off before it tries again (in the `coarse` profile a service that polls for a worker ID).
+        await proc.sleep(s.safetyMarginMs === undefined ? rng.range(200, 1_000) : rng.range(20, 200));
         continue;
       }
       this.stats.acquired++;
+      this.current = { proc, lease };
       this.oracle.leased(proc.name, lease.token, this.machine, askedAtUs, lease.resumedFromCache);
       w.trace(
         `${proc.name} ${lease.resumedFromCache ? 'resumed from cache' : 'leased'} worker ${lease.workerId} token ${lease.token} (floor ${lease.floorMs})`,
@@ -281,7 +296,12 @@ export class LeaseClientHost {
         }
       } catch (err) {
         const name = (err as Error).name;
-        if (name === 'LeaseLostError') return;
+        if (name === 'LeaseLostError') {
+          // The generator stops one tick before the deadline; the lease may still renew (see safetyMarginMs above).
+          if (s.safetyMarginMs === undefined || lease.endedBecause !== undefined || !lease.valid) return;
+          w.trace(`${proc.name} generator stopped before the deadline; the lease is still valid`);
+          continue;
+        }
         // Renewals are late (ceiling) or the wall clock stepped back: try again later.
         w.trace(`${proc.name} generator: ${errText(err).slice(0, 160)}`);
         if (!lease.valid) return;
@@ -305,6 +325,13 @@ export class LeaseClientHost {
 interface GeneratorUse {
   call: 'next' | 'nextString' | 'nextBatch' | 'fill';
   options: LeaseSnowflakeOptions;
+}
+
+/** The options within what the SDK accepts with this safety margin: a backwards tolerance of at most half of it. */
+function fitGeneratorUse(use: GeneratorUse, safetyMarginMs: number): GeneratorUse {
+  const t = use.options.backwardsToleranceMs;
+  if (t === undefined || t <= safetyMarginMs / 2) return use;
+  return { ...use, options: { ...use.options, backwardsToleranceMs: Math.floor(safetyMarginMs / 2) } };
 }
 
 function drawGeneratorUse(r: Prng): GeneratorUse {

@@ -348,6 +348,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
           releaseChance: cfg.lease.releaseChance,
           cache: cfg.lease.cache,
           processMonotonic: cfg.lease.processMonotonic,
+          ...(cfg.lease.safetyMarginMs === undefined ? {} : { safetyMarginMs: cfg.lease.safetyMarginMs }),
         },
         router,
         endpoints,

@@ -145,3 +145,35 @@ describe('the full-stack simulator finds re-introduced bugs', () => {
     expect((await runFullSim({ seed: f!.seed, profile: 'clients' })).failure).toBeUndefined();
   });
 });
+
+// The `coarse` profile (issue 10 teeth for the two SDK switches the other profiles do not find): leases on a
+// 1 s-tick layout with margins down to the SDK's minimum on NTP-grade clocks, client hosts cut off from the cluster
+// (and stalled around their lease's deadline), and reset while cut off.
+describe('the coarse profile', () => {
+  it('fixed code: its first seeds pass every oracle', { timeout: 300_000 }, async () => {
+    expect(await firstFailure({ profile: 'coarse' }, 5)).toBeUndefined();
+  });
+
+  it('issue 9 item 3: without the tick margin, a stalled holder issues inside its last tick past the deadline', {
+    timeout: 300_000,
+  }, async () => {
+    // Seed 100: worker 2 on 1 s ticks, TTL 5 s, margin 100 ms (the SDK's minimum); c5 is cut off and stalls from
+    // 146 ms before its deadline for 657 ms; meanwhile the cluster expires the lease and c7 takes the worker ID; on
+    // resume c5's burst (due before the deadline timer) takes the fast path of the tick of its last check.
+    const f = await firstFailure({ profile: 'coarse', bugs: ['client-no-tick-margin'] }, 6, 95);
+    expect(f?.kind).toBe('lease-overlap');
+    expect((await runFullSim({ seed: f!.seed, profile: 'coarse' })).failure).toBeUndefined();
+  });
+
+  it('issue 9 item 2: a lease cache written without fsync resumes below what the process before the reset issued', {
+    timeout: 300_000,
+  }, async () => {
+    // Seed 65: c6 is cut off; its process is restarted and resumes token 248 from the cache (its lock takeover
+    // fsyncs the directory, naming the dead process's record); the machine is reset; without fsync the replacement's
+    // records are lost, and the next process resumes from the older record, below the IDs its predecessor issued. No
+    // wall-clock step anywhere: inside the SDK's documented assumptions.
+    const f = await firstFailure({ profile: 'coarse', bugs: ['client-cache-no-fsync'] }, 6, 62);
+    expect(f?.kind).toBe('duplicate-id');
+    expect((await runFullSim({ seed: f!.seed, profile: 'coarse' })).failure).toBeUndefined();
+  });
+});
