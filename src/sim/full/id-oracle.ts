@@ -35,6 +35,11 @@ interface Holder {
   minTs: number;
   maxTs: number;
   count: number;
+  /**
+   * The latest `last` of the worker's other holders when h's interval was last checked against them all (-Infinity
+   * if none): while h stays the worker's last issuer, no other holder's interval has changed since.
+   */
+  othersLastUs: number;
 }
 
 export interface OracleStats {
@@ -182,17 +187,24 @@ export class IdOracle {
         minTs: parts.timestamp,
         maxTs: parts.timestamp,
         count: 0,
+        othersLastUs: Number.NEGATIVE_INFINITY,
       };
       this.holders.set(key, h);
       let list = this.byWorker.get(w);
       if (!list) this.byWorker.set(w, (list = []));
       list.push(h);
     }
-    // Fast path: h issued the worker's previous ID too, holds its newest token, and stays above its own
-    // first timestamp; nothing another holder did can have come between (each issue by another holder
-    // makes it the previous issuer and sends the next ID by h down the full check below).
+    // Fast path, sound in any order of recording times: h issued the worker's previous ID too (so no other holder's
+    // interval changed since h was last checked against all of them), holds its newest token, stays above its own
+    // first timestamp (so neither P2 comparison can change), and every other holder's last use was before h's first
+    // (so stretching h's end later cannot meet any of them). Recording times are each process's `effectiveUs`, which
+    // a busy wait puts in the future: an older holder's future-stamped use can lie after a newer holder's first ID
+    // (audit of issue 10: the fast path once skipped the check then, and a later use of h stretched over it unseen).
     const fast =
-      this.lastIssuer.get(w) === h && h.token >= (this.maxToken.get(w) ?? 0) && parts.timestamp >= h.minTs;
+      this.lastIssuer.get(w) === h &&
+      h.othersLastUs < h.first &&
+      h.token >= (this.maxToken.get(w) ?? 0) &&
+      parts.timestamp >= h.minTs;
     h.last = atUs;
     h.count++;
     if (parts.timestamp < h.minTs) h.minTs = parts.timestamp;
@@ -200,8 +212,10 @@ export class IdOracle {
     if (fast) return;
     this.lastIssuer.set(w, h);
     if (h.token > (this.maxToken.get(w) ?? 0)) this.maxToken.set(w, h.token);
+    let othersLastUs = Number.NEGATIVE_INFINITY;
     for (const g of this.byWorker.get(w) ?? []) {
       if (g === h) continue;
+      if (g.last > othersLastUs) othersLastUs = g.last;
       if (g.first <= h.last && h.first <= g.last && !this.exempt(g, h)) {
         this.world.fail(
           'lease-overlap',
@@ -218,6 +232,7 @@ export class IdOracle {
         return;
       }
     }
+    h.othersLastUs = othersLastUs;
   }
 
   private idsOf(app: string): Set<bigint> {

@@ -340,6 +340,22 @@ describe('ID oracle', () => {
     }
   });
 
+  it("checks a stretch of the newest holder against an older holder's use recorded later in its future (busy wait)", () => {
+    // An ID is recorded at its process's effective time, which a busy wait puts in the future: c1 (token 10) finished a
+    // wait at t=5 s and issued there, recorded before c2 (token 12) issued at t=1 s. c2's next ID, at t=6 s, stretches
+    // c2's use over c1's: the fast path (c2 issued the previous ID and holds the newest token) once skipped that check.
+    const w = world();
+    const o = new IdOracle(w);
+    grant(o, 1, 10);
+    o.issued('c1#1', 'a', 1, 10, L, id(T0 + 5, 1, 0), 5_000_000);
+    free(o, 1, 10, T0 + 100, 11);
+    grant(o, 1, 12);
+    o.issued('c2#1', 'a', 1, 12, L, id(T0 + 200, 1, 0), 1_000_000);
+    expect(w.failures).toEqual([]);
+    o.issued('c2#1', 'a', 1, 12, L, id(T0 + 201, 1, 0), 6_000_000);
+    expect(w.failures.map((f) => f.kind)).toEqual(['lease-overlap']);
+  });
+
   it('takes each lease event once, whichever replica applies it first', () => {
     const w = world();
     const o = new IdOracle(w);
