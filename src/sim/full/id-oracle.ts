@@ -16,6 +16,7 @@
 
 import { decode, type Layout, MAX_ID, resolveLayout } from '../../id/index.js';
 import type { LeaseEvent } from '../../state/leases/types.js';
+import type { LeaseLedger } from './lease-ledger.js';
 import type { Machine } from './process.js';
 import type { World } from './world.js';
 
@@ -76,6 +77,9 @@ export class IdOracle {
   /** The keys of the last call's holder and worker (a client issues its IDs in bursts under one lease). */
   private keys: IssueKeys | undefined;
 
+  /** What the replicated lease state committed (run.ts sets it): a lease taken from a reply must be one of its grants. */
+  ledger: LeaseLedger | undefined;
+
   constructor(private readonly world: World) {}
 
   /** A lease event applied on some replica (each is taken once, by log index). */
@@ -102,6 +106,10 @@ export class IdOracle {
   /** `holderName` (a process incarnation, on `machine`) got lease `token` at global time `atUs` (or resumed it). */
   leased(holderName: string, token: number, machine: Machine, atUs: number, resumed = false): void {
     this.leasedAt.set(`${holderName}/${token}`, { atUs, machine, resumed, gotAtUs: this.world.sched.nowUs });
+    // A lease taken from a reply is the grant committed for one of the holder's own acquires (a swapped reply the
+    // client took for its own is caught here, before any ID is issued under it).
+    const wrong = resumed ? undefined : this.ledger?.accepted(holderName, token);
+    if (wrong) this.world.fail('reply-mismatch', wrong);
   }
 
   /** `holder` (process incarnation) issued `id` under lease (app, workerId, token) at global time `atUs`. */

@@ -2,6 +2,7 @@
 // the seed drew, heal, check liveness and the oracles, and report.
 
 import type { MemberInfo } from '../../node/members.js';
+import type { Entry, NodeId, Storage } from '../../raft/types.js';
 import { BUG_SWITCHES, switchBugsOn } from '../../testing/bug-switches.js';
 import type { InvariantViolation } from '../checker.js';
 import { MAX_SEED, Prng } from '../prng.js';
@@ -12,6 +13,7 @@ import { routeGlobalTimers } from './global-timers.js';
 import { callLeader, HttpRouter, LB_HOST } from './http-router.js';
 import { IdOracle, type OracleStats } from './id-oracle.js';
 import { checkKvHistories, KvClient, KvHistory } from './kv-workload.js';
+import { LeaseLedger, type LedgerStats } from './lease-ledger.js';
 import { LeaseClientHost, type LeaseClientStats } from './lease-workload.js';
 import { VirtualNetwork } from './network.js';
 import { errText, NodeHost } from './node-host.js';
@@ -64,6 +66,8 @@ export interface FullSimStats {
   /** Messages stepped by a node while a snapshot it received was still being saved (coverage). */
   stepsDuringSnapshotSave: number;
   oracle: OracleStats;
+  /** Lease replies and accepted leases checked against the committed lease state. */
+  ledger: LedgerStats;
   clients: LeaseClientStats;
   /** The sequence workload (zeros in seeds without it). */
   seq: SeqStats;
@@ -105,6 +109,25 @@ const HARNESS_BUGS: readonly string[] = [
 
 /** Workarounds for findings still open in production code (on by default; see FullSimOptions.workarounds). */
 export const OPEN_WORKAROUNDS: readonly string[] = ['conf-resulting'];
+
+/** The Raft observer, also keeping each node process's storage so the lease ledger can read a command back. */
+class LogReadingObserver extends RaftObserver {
+  private readonly logs = new Map<NodeId, Storage>();
+  override started(id: NodeId, storage: Storage, voters: () => readonly NodeId[]): void {
+    this.logs.set(id, storage);
+    super.started(id, storage, voters);
+  }
+  /** Node `id`'s entry at `index` (the one it is applying), if its log still holds it. */
+  entryAt(id: NodeId, index: number): Entry | undefined {
+    const s = this.logs.get(id);
+    if (!s || index < s.firstIndex() || index > s.lastIndex()) return undefined;
+    try {
+      return s.entries(index, index + 1)[0];
+    } catch {
+      return undefined;
+    }
+  }
+}
 
 class RunWorld implements World {
   readonly sched = new Scheduler();
@@ -191,7 +214,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
     if (!OPEN_WORKAROUNDS.includes(x))
       throw new RangeError(`unknown workaround "${x}"; known: ${OPEN_WORKAROUNDS.join(', ')}`);
   }
-  const observer = new RaftObserver(
+  const observer = new LogReadingObserver(
     (l) => w.trace(l),
     (v: InvariantViolation) => w.fail('raft', v.message),
     workarounds.has('conf-resulting'),
@@ -202,6 +225,9 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
   const router = new HttpRouter(w, () => net.conditions);
   router.nodeLinkBlocked = (a, b) => net.isBlocked(a, b);
   const oracle = new IdOracle(w);
+  const ledger = new LeaseLedger();
+  oracle.ledger = ledger;
+  router.ledger = ledger;
   const sfDeliveries = new SnowflakeDeliveries(w, oracle);
   const rate = () => 1 + (2 * rng.float() - 1) * cfg.clockDrift;
 
@@ -258,7 +284,10 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
       net,
       observer,
       {
-        leaseEvent: (_id, e) => oracle.leaseEvent(e),
+        leaseEvent: (id, e) => {
+          ledger.leaseEvent(e, (index) => observer.entryAt(id, index));
+          oracle.leaseEvent(e);
+        },
         stopped: (host, reason) => supervise(host, reason),
         memberFetch: (proc, name) => router.fetchFor(proc, name, 1000),
         ...(peerNet ? { peerTransport: (proc, sink) => peerNet.start(m.id, proc, sink, m.peerAddr) } : {}),
@@ -545,6 +574,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
       unsettledEvents: sched.unsettled,
       stepsDuringSnapshotSave: observer.stepsDuringSnapshotSave,
       oracle: oracle.stats,
+      ledger: ledger.stats,
       clients: clientStats,
       seq: seqOracle.stats,
       snowflake: sfDeliveries.stats,
