@@ -5,6 +5,7 @@ import { encodeEnvelope, pack } from '../../node/envelope.js';
 import type { Message } from '../../raft/types.js';
 import { Prng } from '../prng.js';
 import { FLOE_LAYOUT } from './config.js';
+import { FailStopOracle } from './fail-stop-oracle.js';
 import { leaseReplyMismatch } from './http-router.js';
 import { IdOracle } from './id-oracle.js';
 import { LeaseLedger } from './lease-ledger.js';
@@ -539,6 +540,26 @@ describe('lease ledger: replies and accepted leases against the committed lease 
     o.leased('c2#1', 7, m, 0);
     expect(w.failures.map((f) => f.kind)).toEqual(['reply-mismatch']);
     expect(w.failures[0]?.detail).toMatch(/c2#1 took token 7 of svc\/3, committed for requestId "r1"/);
+  });
+});
+
+describe('fail-stop oracle', () => {
+  it('fails a node process that acts after its fsync EIO, or never halts; passes one that halts', () => {
+    const w = testWorld();
+    const o = new FailStopOracle(w);
+    o.acted('n1#1', 'sent app to n2'); // no EIO yet: anything goes
+    o.fsyncFailed('n1#1', '/var/lib/floe/n1/wal/1.wal');
+    o.fsyncFailed('n2#1', '/var/lib/floe/n2/wal/1.wal');
+    o.stopped('n2#1');
+    o.checkHalted(() => false); // n1#1 died: fine
+    expect(w.failures).toEqual([]);
+    o.checkHalted((p) => p === 'n1#1');
+    expect(w.failures[0]?.detail).toMatch(/n1#1 still runs at the end, never halted/);
+    o.acted('n1#1', 'acknowledged a save (1 entries, sync true)');
+    expect(w.failures.map((f) => f.kind)).toEqual(['fail-stop', 'fail-stop']);
+    expect(w.failures[1]?.detail).toMatch(
+      /n1#1 acknowledged a save .* after its fsync of .*1.wal failed with EIO/,
+    );
   });
 });
 

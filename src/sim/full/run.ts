@@ -2,12 +2,14 @@
 // the seed drew, heal, check liveness and the oracles, and report.
 
 import type { MemberInfo } from '../../node/members.js';
-import type { Entry, NodeId, Storage } from '../../raft/types.js';
+import type { NodeStorage } from '../../node/seams.js';
+import type { Entry, Message, NodeId, Storage } from '../../raft/types.js';
 import { BUG_SWITCHES, switchBugsOn } from '../../testing/bug-switches.js';
 import type { InvariantViolation } from '../checker.js';
 import { MAX_SEED, Prng } from '../prng.js';
 import { Trace } from '../trace.js';
 import { type ConfigOverrides, drawConfig, type SimConfig } from './config.js';
+import { FailStopOracle, type FailStopStats } from './fail-stop-oracle.js';
 import { FaultDirector, type FaultStats } from './faults.js';
 import { routeGlobalTimers } from './global-timers.js';
 import { callLeader, HttpRouter, LB_HOST } from './http-router.js';
@@ -68,6 +70,8 @@ export interface FullSimStats {
   oracle: OracleStats;
   /** Lease replies and accepted leases checked against the committed lease state. */
   ledger: LedgerStats;
+  /** Fsync EIOs on node processes' Raft storage, and how many of those processes halted. */
+  failStop: FailStopStats;
   clients: LeaseClientStats;
   /** The sequence workload (zeros in seeds without it). */
   seq: SeqStats;
@@ -110,13 +114,23 @@ const HARNESS_BUGS: readonly string[] = [
 /** Workarounds for findings still open in production code (on by default; see FullSimOptions.workarounds). */
 export const OPEN_WORKAROUNDS: readonly string[] = ['conf-resulting'];
 
-/** The Raft observer, also keeping each node process's storage so the lease ledger can read a command back. */
+/**
+ * The Raft observer, also keeping each node process's storage (the lease ledger reads a grant's command back), and
+ * telling the fail-stop oracle what each node process does: saves it acknowledges, messages it sends, entries it
+ * applies. Nothing here changes when anything runs: a save's promise is returned as it is (the oracle's reaction to
+ * it is one more callback on it, registered before the node's own).
+ */
 class LogReadingObserver extends RaftObserver {
   private readonly logs = new Map<NodeId, Storage>();
+  /** The node process that runs node `id` now (set by run.ts once hosts exist). */
+  procOf: (id: NodeId) => string | undefined = () => undefined;
+  failStop: FailStopOracle | undefined;
+
   override started(id: NodeId, storage: Storage, voters: () => readonly NodeId[]): void {
     this.logs.set(id, storage);
     super.started(id, storage, voters);
   }
+
   /** Node `id`'s entry at `index` (the one it is applying), if its log still holds it. */
   entryAt(id: NodeId, index: number): Entry | undefined {
     const s = this.logs.get(id);
@@ -126,6 +140,42 @@ class LogReadingObserver extends RaftObserver {
     } catch {
       return undefined;
     }
+  }
+
+  override sent(m: Message): void {
+    const p = this.failStop?.stats.eios ? this.procOf(m.from) : undefined;
+    if (p !== undefined && this.failStop?.failed(p)) this.failStop.acted(p, `sent ${m.type} to n${m.to}`);
+    super.sent(m);
+  }
+
+  override applied(id: NodeId, applied: number): void {
+    const p = this.failStop?.stats.eios ? this.procOf(id) : undefined;
+    if (p !== undefined && this.failStop?.failed(p))
+      this.failStop.acted(p, `applied entries up to ${applied}`);
+    super.applied(id, applied);
+  }
+
+  override wrap(id: NodeId, inner: NodeStorage & { storage: Storage }): NodeStorage {
+    const s = super.wrap(id, inner);
+    const failStop = this.failStop;
+    const proc = this.procOf(id);
+    if (!failStop || proc === undefined) return s;
+    const save = s.save;
+    s.save = (batch, opts) => {
+      const p = save.call(s, batch, opts);
+      p.then(
+        () => {
+          if (failStop.failed(proc))
+            failStop.acted(
+              proc,
+              `acknowledged a save (${batch.entries.length} entries${batch.hardState ? ', hard state' : ''}${batch.snapshot ? ', snapshot' : ''}, sync ${opts.sync})`,
+            );
+        },
+        () => {},
+      );
+      return p;
+    };
+    return s;
   }
 }
 
@@ -242,10 +292,22 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
     ...respAddr(i + 1),
   }));
   const hosts: NodeHost[] = [];
+  const failStop = new FailStopOracle(w);
+  observer.failStop = failStop;
+  observer.procOf = (id) => {
+    const p = hosts.find((h) => h.id === id)?.proc;
+    return p?.alive ? p.name : undefined;
+  };
   // The supervisor: a node that stopped or could not start because of an injected disk fault is
   // started again a little later. After an fsync error the machine is rebooted first (its page
   // cache dropped): see docs/simulator-full.md, finding FS-1, for what a plain restart does.
   const supervise = (host: NodeHost, reason: string) => {
+    if (host.proc) failStop.stopped(host.proc.name);
+    // The fail-stop oracle must have seen every EIO that excuses a halt (its hook on the disk is still in place).
+    if (host.eioThisBoot && !(host.proc && failStop.failed(host.proc.name))) {
+      w.fail('harness', `n${host.id} had an fsync EIO this boot that the fail-stop oracle did not see`);
+      return;
+    }
     if (host.removed || /removed from the cluster/.test(reason)) {
       host.removed = true;
       return;
@@ -313,6 +375,15 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
       rate(),
       WALL_EPOCH_MS + rng.range(-2_000, 2_000),
     );
+    // The fail-stop oracle hears of every fsync EIO returned to the node process by its Raft storage.
+    const diskHooks = h.disk.faults;
+    const syncError = diskHooks.syncError;
+    diskHooks.syncError = (path) => {
+      const code = syncError?.(path);
+      if (code === 'EIO' && !path.includes('snowflake-leases') && h.proc?.alive)
+        failStop.fsyncFailed(h.proc.name, path);
+      return code;
+    };
     hosts.push(h);
     router.addHost(h);
     return h;
@@ -528,6 +599,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
     }
     for (const c of seqClients) c.stop();
     for (const c of sfClients) c.stop();
+    if (!w.failure) failStop.checkHalted((name) => hosts.some((h) => h.proc?.name === name && h.proc.alive));
     if (!w.failure) {
       // A history the checker could not decide is not a pass: the run fails, and the seed replays the same way.
       const r = checkKvHistories(history, 200_000_000);
@@ -575,6 +647,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
       stepsDuringSnapshotSave: observer.stepsDuringSnapshotSave,
       oracle: oracle.stats,
       ledger: ledger.stats,
+      failStop: failStop.stats,
       clients: clientStats,
       seq: seqOracle.stats,
       snowflake: sfDeliveries.stats,
