@@ -249,6 +249,14 @@ export class IdOracle {
     return s;
   }
 
+  /** Global µs of the last ID process `holderName` issued, under any lease (-1: none). */
+  lastIssuedBy(holderName: string): number {
+    const prefix = `${holderName}/`;
+    let t = -1;
+    for (const h of this.holders.values()) if (h.last > t && h.key.startsWith(prefix)) t = h.last;
+    return t;
+  }
+
   /** Whether `id` of `app` was issued (recorded by `issued`). */
   wasIssued(app: string, id: bigint): boolean {
     return this.ids.get(app)?.has(id) ?? false;

@@ -90,6 +90,8 @@ export interface FullSimResult {
   ok: boolean;
   failure?: Failure;
   traceHash: string;
+  /** The trace hash where the every-client liveness phase began (runs before it ended there): for comparisons. */
+  traceHashBeforeEveryClient?: string;
   traceLines: number;
   tail: string[];
   stats: FullSimStats;
@@ -179,12 +181,28 @@ class LogReadingObserver extends RaftObserver {
   }
 }
 
+/** The sequence oracle, also noting when each sequence client last completed a call (every-client liveness). */
+class SeqCallsOracle extends SeqOracle {
+  /** Client name → global µs of its last call answered with values (any kind: INCRBY, Leaf, SEQ.ALLOC, FloeSequence). */
+  readonly lastOkUs = new Map<string, number>();
+  constructor(private readonly w: World) {
+    super(w);
+  }
+  override values(key: string, first: bigint, last: bigint, who: string): void {
+    const at = who.indexOf('@');
+    if (at > 0) this.lastOkUs.set(who.slice(0, at), this.w.sched.nowUs);
+    super.values(key, first, last, who);
+  }
+}
+
 class RunWorld implements World {
   readonly sched = new Scheduler();
   readonly bugs: ReadonlySet<string>;
   failure: Failure | undefined;
   /** Set when the run ended with no healthy quorum of voters (corrupt data beyond the failure model). */
   livenessExempt = false;
+  /** The trace hash when the every-client liveness phase began (where runs ended before it). */
+  hashBeforeEveryClient: string | undefined;
   private readonly root: Prng;
   private pid = 100;
   private readonly procs = new Map<number, SimProcess>();
@@ -482,7 +500,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
   }
 
   // Sequence clients (a share of the seeds): one creates the strict and the node-mode sequence, then all call.
-  const seqOracle = new SeqOracle(w);
+  const seqOracle = new SeqCallsOracle(w);
   const respNet = respOn
     ? new RespNet(
         w,
@@ -595,7 +613,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
     await sched.runUntil(cfg.seconds * 1_000_000, stop);
     if (!w.failure) {
       if (peerNet) peerNet.healed = true;
-      await heal(w, cfg, hosts, kvClients, leaseClients, director, seqClients, sfClients);
+      await heal(w, cfg, hosts, kvClients, leaseClients, director, seqClients, sfClients, oracle, seqOracle);
     }
     for (const c of seqClients) c.stop();
     for (const c of sfClients) c.stop();
@@ -632,6 +650,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
     ...(failure ? { failure } : {}),
     ...(w.livenessExempt ? { livenessExempt: true } : {}),
     traceHash: trace.hash(),
+    ...(w.hashBeforeEveryClient ? { traceHashBeforeEveryClient: w.hashBeforeEveryClient } : {}),
     traceLines: trace.lines,
     tail: trace.tail(),
     stats: {
@@ -675,6 +694,8 @@ async function heal(
   director: FaultDirector,
   seqClients: SeqClient[],
   sfClients: SnowflakeClient[],
+  oracle: IdOracle,
+  seqOracle: SeqCallsOracle,
 ): Promise<void> {
   const sched = w.sched;
   for (const c of kvClients) c.stop();
@@ -746,26 +767,126 @@ async function heal(
     return;
   }
   const reader = kvClients[0];
-  if (!reader) return;
-  let done = false;
-  let ok = false;
-  while (!w.failure && !ok && sched.nowUs < deadline) {
-    done = false;
-    sched.after(0, reader.proc, 'final-reads', () => {
-      void reader.finalReads().then((r) => {
-        ok = r;
-        done = true;
+  if (reader) {
+    let done = false;
+    let ok = false;
+    while (!w.failure && !ok && sched.nowUs < deadline) {
+      done = false;
+      sched.after(0, reader.proc, 'final-reads', () => {
+        void reader.finalReads().then((r) => {
+          ok = r;
+          done = true;
+        });
       });
-    });
-    await sched.runUntil(deadline, () => done || stop());
-    if (!ok && !w.failure) await sched.runUntil(Math.min(deadline, sched.nowUs + 100_000), stop);
+      await sched.runUntil(deadline, () => done || stop());
+      if (!ok && !w.failure) await sched.runUntil(Math.min(deadline, sched.nowUs + 100_000), stop);
+    }
+    if (!ok && !w.failure && !beyondFailureModel()) {
+      w.fail(
+        'liveness',
+        `no linearizable read of every key within ${cfg.healSeconds} s of healing; ${clusterSummary(hosts)}`,
+      );
+    }
+    if (!ok) return;
   }
-  if (!ok && !w.failure && !beyondFailureModel()) {
+  if (w.failure) return;
+  await everyClientLive(
+    w,
+    cfg,
+    hosts,
+    healedAt,
+    deadline,
+    kvClients,
+    leaseClients,
+    seqClients,
+    sfClients,
+    oracle,
+    seqOracle,
+    beyondFailureModel,
+  );
+}
+
+/**
+ * Liveness of every client after healing (audit gap 4), within the same `healSeconds` of healing. It runs after the
+ * checks above, where runs ended before it, so it changes nothing that happened before (`hashBeforeEveryClient`).
+ * - Every key-value client whose process runs completes a linearizable read of every key and counter (the first one
+ *   did above; the others now, joining the history the linearizability check reads).
+ * - SDK lease clients, grouped by the nodeId they lease as (a host, or two hosts that share one): in each group with a
+ *   live process, a live process issues an ID after healing. Exempt by design: (a) the group's other live processes
+ *   (one live lease per nodeId per app, and one cache lock per host: a replacement waits while its predecessor runs
+ *   and holds the lease); (b) groups beyond the pool's size — with 2^poolBits worker IDs and more groups than that,
+ *   at least min(groups, 2^poolBits) distinct groups must issue (the rest may be refused with pool_exhausted while the
+ *   holders renew).
+ * - Every sequence client whose process runs completes a call (any kind: INCRBY, Leaf, SEQ.ALLOC, FloeSequence).
+ * - Every server-side Snowflake client is answered with IDs.
+ */
+async function everyClientLive(
+  w: RunWorld,
+  cfg: SimConfig,
+  hosts: NodeHost[],
+  healedAt: number,
+  deadline: number,
+  kvClients: KvClient[],
+  leaseClients: LeaseClientHost[],
+  seqClients: SeqClient[],
+  sfClients: SnowflakeClient[],
+  oracle: IdOracle,
+  seqOracle: SeqCallsOracle,
+  beyondFailureModel: () => boolean,
+): Promise<void> {
+  const sched = w.sched;
+  w.hashBeforeEveryClient = w.traceLog.hash();
+  const kvOk = new Set<KvClient>(kvClients.slice(0, 1));
+  for (const c of kvClients.slice(1)) {
+    if (!c.proc.alive) continue;
+    sched.after(0, c.proc, 'final-reads', () => {
+      void (async () => {
+        while (!w.failure && c.proc.alive && sched.nowUs < deadline) {
+          if (await c.finalReads()) {
+            kvOk.add(c);
+            return;
+          }
+          await c.proc.sleep(100);
+        }
+      })();
+    });
+  }
+  const poolSize = 2 ** cfg.lease.poolBits;
+  const lagging = (): string | undefined => {
+    for (const c of kvClients)
+      if (c.proc.alive && !kvOk.has(c)) return `${c.name} has not read every key since healing`;
+    const groups = new Map<string, { live: number; issued: boolean }>();
+    for (const h of leaseClients) {
+      const live = h.live;
+      if (live.length === 0) continue;
+      const g = groups.get(h.serviceId) ?? { live: 0, issued: false };
+      g.live += live.length;
+      if (!g.issued) g.issued = live.some((p) => oracle.lastIssuedBy(p.name) > healedAt);
+      groups.set(h.serviceId, g);
+    }
+    const issued = [...groups.values()].filter((g) => g.issued).length;
+    const need = Math.min(groups.size, poolSize);
+    if (issued < need) {
+      const idle = [...groups].filter(([, g]) => !g.issued).map(([id]) => id);
+      return `${issued} of ${groups.size} SDK nodeIds with a live process issued an ID since healing (${need} needed, pool of ${poolSize}; idle: ${idle.join(', ')})`;
+    }
+    for (const c of seqClients)
+      if (c.proc.alive && !((seqOracle.lastOkUs.get(c.name) ?? -1) > healedAt))
+        return `sequence client ${c.name} (${c.kind}) completed no call since healing`;
+    for (const c of sfClients)
+      if (c.proc.alive && !(c.lastOkUs > healedAt))
+        return `snowflake client ${c.name} got no IDs since healing`;
+    return undefined;
+  };
+  const stop = () => w.failure !== undefined;
+  while (!w.failure && sched.nowUs < deadline && lagging() !== undefined)
+    await sched.runUntil(Math.min(deadline, sched.nowUs + 100_000), stop);
+  const why = w.failure ? undefined : lagging();
+  if (why !== undefined && !beyondFailureModel())
     w.fail(
       'liveness',
-      `no linearizable read of every key within ${cfg.healSeconds} s of healing; ${clusterSummary(hosts)}`,
+      `${cfg.healSeconds} s after healing, not every client was served: ${why}; ${clusterSummary(hosts)}`,
     );
-  }
 }
 
 function clusterSummary(hosts: NodeHost[]): string {
