@@ -6,6 +6,7 @@
 
 import type { FetchInit, FetchLike, FetchResponseLike } from '../../client/http-transport.js';
 import type { Prng } from '../prng.js';
+import type { LeaseLedger } from './lease-ledger.js';
 import type { NetConditions } from './network.js';
 import type { NodeHost } from './node-host.js';
 import type { SimProcess } from './process.js';
@@ -44,6 +45,8 @@ export class HttpRouter {
   private readonly recentReplies = new Map<string, HeldReply[]>();
   /** Whether node-to-node links are cut (members' own HTTP calls, e.g. a follower's segment allocation). */
   nodeLinkBlocked: (from: number, to: number) => boolean = () => false;
+  /** What the replicated lease state committed: every successful lease reply a node gives is checked against it. */
+  ledger: LeaseLedger | undefined;
   private readonly byHost = new Map<string, NodeHost>();
   private readonly rng: Prng;
 
@@ -88,6 +91,8 @@ export class HttpRouter {
     const u = splitUrl(url);
     const host = u.host === LB_HOST ? this.anyUp() : this.byHost.get(u.host);
     const path = u.path;
+    if (this.ledger && init.method === 'POST' && path.endsWith('/workers/acquire'))
+      this.ledger.acquireSent(client.name, init.body);
     return new Promise<FetchResponseLike>((resolve, reject) => {
       let settled = false;
       const timer = client.setTimeout(
@@ -163,7 +168,7 @@ export class HttpRouter {
             let body = res.body;
             let headers = res.headers;
             const kind = status === 200 ? LEASE_PATH.exec(path) : null;
-            const mismatch = kind ? leaseReplyMismatch(path, init.body, body, kind) : undefined;
+            const mismatch = kind ? leaseReplyMismatch(path, init.body, body, kind, this.ledger) : undefined;
             if (mismatch)
               w.fail('reply-mismatch', `n${host.id} answered ${init.method} ${path}: ${mismatch}`);
             if (kind) {
@@ -287,7 +292,8 @@ const LEASE_PATH = /^\/v1\/apps\/([^/]+)\/workers\/(?:(acquire)|(\d+)\/(renew|re
 
 /**
  * Whether a successful lease reply answers its request (app, op, nodeId, requestId, incarnation,
- * worker ID, token), independently of the SDK's own check. Undefined when it does (or is no lease call).
+ * worker ID, token), independently of the SDK's own check, and, given the run's ledger, agrees with what the
+ * replicated state committed for it (LeaseLedger.replyMismatch). Undefined when it does (or is no lease call).
  */
 export function leaseReplyMismatch(
   path: string,
@@ -295,6 +301,7 @@ export function leaseReplyMismatch(
   resBody: string,
   /** LEASE_PATH's match of `path`, when the caller has it. */
   match?: RegExpExecArray,
+  ledger?: LeaseLedger,
 ): string | undefined {
   const m = match ?? LEASE_PATH.exec(path);
   if (!m) return undefined;
@@ -315,10 +322,10 @@ export function leaseReplyMismatch(
     if (req.incarnation !== undefined) expect.incarnation = req.incarnation;
   } else {
     expect.workerId = Number(m[3]);
-    if (op === 'renew') expect.token = req.token;
+    if (op === 'renew') expect.token = typeof req.token === 'string' ? Number(req.token) : req.token;
   }
   for (const [k, v] of Object.entries(expect)) {
     if (res[k] !== v) return `${k} is ${JSON.stringify(res[k])}, the request's is ${JSON.stringify(v)}`;
   }
-  return undefined;
+  return ledger?.replyMismatch(op, app, m[3] === undefined ? undefined : Number(m[3]), req, res);
 }

@@ -16,6 +16,7 @@
 
 import { decode, type Layout, MAX_ID, resolveLayout } from '../../id/index.js';
 import type { LeaseEvent } from '../../state/leases/types.js';
+import type { LeaseLedger } from './lease-ledger.js';
 import type { Machine } from './process.js';
 import type { World } from './world.js';
 
@@ -35,6 +36,11 @@ interface Holder {
   minTs: number;
   maxTs: number;
   count: number;
+  /**
+   * The latest `last` of the worker's other holders when h's interval was last checked against them all (-Infinity
+   * if none): while h stays the worker's last issuer, no other holder's interval has changed since.
+   */
+  othersLastUs: number;
 }
 
 export interface OracleStats {
@@ -71,6 +77,9 @@ export class IdOracle {
   /** The keys of the last call's holder and worker (a client issues its IDs in bursts under one lease). */
   private keys: IssueKeys | undefined;
 
+  /** What the replicated lease state committed (run.ts sets it): a lease taken from a reply must be one of its grants. */
+  ledger: LeaseLedger | undefined;
+
   constructor(private readonly world: World) {}
 
   /** A lease event applied on some replica (each is taken once, by log index). */
@@ -97,6 +106,10 @@ export class IdOracle {
   /** `holderName` (a process incarnation, on `machine`) got lease `token` at global time `atUs` (or resumed it). */
   leased(holderName: string, token: number, machine: Machine, atUs: number, resumed = false): void {
     this.leasedAt.set(`${holderName}/${token}`, { atUs, machine, resumed, gotAtUs: this.world.sched.nowUs });
+    // A lease taken from a reply is the grant committed for one of the holder's own acquires (a swapped reply the
+    // client took for its own is caught here, before any ID is issued under it).
+    const wrong = resumed ? undefined : this.ledger?.accepted(holderName, token);
+    if (wrong) this.world.fail('reply-mismatch', wrong);
   }
 
   /** `holder` (process incarnation) issued `id` under lease (app, workerId, token) at global time `atUs`. */
@@ -182,17 +195,24 @@ export class IdOracle {
         minTs: parts.timestamp,
         maxTs: parts.timestamp,
         count: 0,
+        othersLastUs: Number.NEGATIVE_INFINITY,
       };
       this.holders.set(key, h);
       let list = this.byWorker.get(w);
       if (!list) this.byWorker.set(w, (list = []));
       list.push(h);
     }
-    // Fast path: h issued the worker's previous ID too, holds its newest token, and stays above its own
-    // first timestamp; nothing another holder did can have come between (each issue by another holder
-    // makes it the previous issuer and sends the next ID by h down the full check below).
+    // Fast path, sound in any order of recording times: h issued the worker's previous ID too (so no other holder's
+    // interval changed since h was last checked against all of them), holds its newest token, stays above its own
+    // first timestamp (so neither P2 comparison can change), and every other holder's last use was before h's first
+    // (so stretching h's end later cannot meet any of them). Recording times are each process's `effectiveUs`, which
+    // a busy wait puts in the future: an older holder's future-stamped use can lie after a newer holder's first ID
+    // (audit of issue 10: the fast path once skipped the check then, and a later use of h stretched over it unseen).
     const fast =
-      this.lastIssuer.get(w) === h && h.token >= (this.maxToken.get(w) ?? 0) && parts.timestamp >= h.minTs;
+      this.lastIssuer.get(w) === h &&
+      h.othersLastUs < h.first &&
+      h.token >= (this.maxToken.get(w) ?? 0) &&
+      parts.timestamp >= h.minTs;
     h.last = atUs;
     h.count++;
     if (parts.timestamp < h.minTs) h.minTs = parts.timestamp;
@@ -200,8 +220,10 @@ export class IdOracle {
     if (fast) return;
     this.lastIssuer.set(w, h);
     if (h.token > (this.maxToken.get(w) ?? 0)) this.maxToken.set(w, h.token);
+    let othersLastUs = Number.NEGATIVE_INFINITY;
     for (const g of this.byWorker.get(w) ?? []) {
       if (g === h) continue;
+      if (g.last > othersLastUs) othersLastUs = g.last;
       if (g.first <= h.last && h.first <= g.last && !this.exempt(g, h)) {
         this.world.fail(
           'lease-overlap',
@@ -218,12 +240,21 @@ export class IdOracle {
         return;
       }
     }
+    h.othersLastUs = othersLastUs;
   }
 
   private idsOf(app: string): Set<bigint> {
     let s = this.ids.get(app);
     if (!s) this.ids.set(app, (s = new Set()));
     return s;
+  }
+
+  /** Global µs of the last ID process `holderName` issued, under any lease (-1: none). */
+  lastIssuedBy(holderName: string): number {
+    const prefix = `${holderName}/`;
+    let t = -1;
+    for (const h of this.holders.values()) if (h.last > t && h.key.startsWith(prefix)) t = h.last;
+    return t;
   }
 
   /** Whether `id` of `app` was issued (recorded by `issued`). */

@@ -1,11 +1,14 @@
 // Unit tests of the simulator's own parts: scheduler, clocks, processes, network, oracle.
 import { describe, expect, it } from 'vitest';
 import { compose } from '../../id/index.js';
+import { encodeEnvelope, pack } from '../../node/envelope.js';
 import type { Message } from '../../raft/types.js';
 import { Prng } from '../prng.js';
 import { FLOE_LAYOUT } from './config.js';
+import { FailStopOracle } from './fail-stop-oracle.js';
 import { leaseReplyMismatch } from './http-router.js';
 import { IdOracle } from './id-oracle.js';
+import { LeaseLedger } from './lease-ledger.js';
 import { checkedPayload, QUIET_NET, VirtualNetwork, withChecksum } from './network.js';
 import { Machine, MachineClock, SimProcess } from './process.js';
 import { Scheduler } from './scheduler.js';
@@ -340,6 +343,22 @@ describe('ID oracle', () => {
     }
   });
 
+  it("checks a stretch of the newest holder against an older holder's use recorded later in its future (busy wait)", () => {
+    // An ID is recorded at its process's effective time, which a busy wait puts in the future: c1 (token 10) finished a
+    // wait at t=5 s and issued there, recorded before c2 (token 12) issued at t=1 s. c2's next ID, at t=6 s, stretches
+    // c2's use over c1's: the fast path (c2 issued the previous ID and holds the newest token) once skipped that check.
+    const w = world();
+    const o = new IdOracle(w);
+    grant(o, 1, 10);
+    o.issued('c1#1', 'a', 1, 10, L, id(T0 + 5, 1, 0), 5_000_000);
+    free(o, 1, 10, T0 + 100, 11);
+    grant(o, 1, 12);
+    o.issued('c2#1', 'a', 1, 12, L, id(T0 + 200, 1, 0), 1_000_000);
+    expect(w.failures).toEqual([]);
+    o.issued('c2#1', 'a', 1, 12, L, id(T0 + 201, 1, 0), 6_000_000);
+    expect(w.failures.map((f) => f.kind)).toEqual(['lease-overlap']);
+  });
+
   it('takes each lease event once, whichever replica applies it first', () => {
     const w = world();
     const o = new IdOracle(w);
@@ -375,6 +394,172 @@ describe('lease reply check', () => {
       /token/,
     );
     expect(leaseReplyMismatch('/v1/kv/x', '{}', '{}')).toBeUndefined();
+  });
+});
+
+describe('lease ledger: replies and accepted leases against the committed lease state', () => {
+  const T0 = Date.UTC(2026, 5, 1);
+  /** The acquire command committed at `index`, as a node's log holds it. */
+  const acquireEntry = (index: number, requestId: string, incarnation: string) => ({
+    type: 'normal' as const,
+    index,
+    term: 1,
+    data: encodeEnvelope({
+      origin: 1,
+      seq: 1,
+      leaderTimeMs: T0,
+      kind: 'app',
+      payload: pack({
+        ns: 'lease',
+        op: 'acquire',
+        app: 'svc',
+        nodeId: 'svc-1',
+        ttlMs: 1000,
+        requestId,
+        incarnation,
+      }),
+    }),
+  });
+  const ledger = () => {
+    const l = new LeaseLedger();
+    // token 7 of worker 3 granted to svc-1 for (r1, c1#1); an earlier holder left the mark at T0 + 50
+    l.leaseEvent(
+      {
+        type: 'expired',
+        app: 'svc',
+        workerId: 3,
+        token: 2,
+        nodeId: 'x',
+        highWaterMs: T0 + 50,
+        index: 5,
+        leaderTimeMs: T0,
+      },
+      () => undefined,
+    );
+    l.leaseEvent(
+      {
+        type: 'granted',
+        app: 'svc',
+        workerId: 3,
+        token: 7,
+        nodeId: 'svc-1',
+        ttlMs: 1000,
+        index: 7,
+        leaderTimeMs: T0,
+      },
+      (i) => acquireEntry(i, 'r1', 'c1#1'),
+    );
+    return l;
+  };
+  const acquireReply = (over: Record<string, unknown> = {}) =>
+    JSON.stringify({
+      ok: true,
+      op: 'acquire',
+      app: 'svc',
+      nodeId: 'svc-1',
+      workerId: 3,
+      token: 7,
+      requestId: 'r1',
+      incarnation: 'c1#1',
+      highWaterMs: T0 + 50,
+      ...over,
+    });
+  const acq = '/v1/apps/svc/workers/acquire';
+
+  it('accepts an acquire reply that is the committed grant, and names what differs from it', () => {
+    const l = ledger();
+    const req = (requestId: string) => JSON.stringify({ nodeId: 'svc-1', requestId, incarnation: 'c1#1' });
+    expect(leaseReplyMismatch(acq, req('r1'), acquireReply(), undefined, l)).toBeUndefined();
+    // echoes its own request, but carries the token committed for another requestId
+    expect(leaseReplyMismatch(acq, req('r2'), acquireReply({ requestId: 'r2' }), undefined, l)).toMatch(
+      /requestId is "r2", the grant committed at token 7 has "r1"/,
+    );
+    expect(leaseReplyMismatch(acq, req('r1'), acquireReply({ workerId: 4 }), undefined, l)).toMatch(
+      /workerId/,
+    );
+    expect(leaseReplyMismatch(acq, req('r1'), acquireReply({ token: 8 }), undefined, l)).toMatch(
+      /never committed/,
+    );
+    expect(leaseReplyMismatch(acq, req('r1'), acquireReply({ highWaterMs: T0 + 10 }), undefined, l)).toMatch(
+      /below the worker's committed mark/,
+    );
+  });
+
+  it("checks a renew reply's token and bound, and a release reply against the committed free", () => {
+    const l = ledger();
+    const renew = (token: number, boundMs: number) =>
+      JSON.stringify({ ok: true, op: 'renew', app: 'svc', workerId: 3, token, boundMs });
+    const rp = '/v1/apps/svc/workers/3/renew';
+    expect(
+      leaseReplyMismatch(rp, JSON.stringify({ token: 7, boundMs: T0 + 90 }), renew(7, T0 + 90), undefined, l),
+    ).toBeUndefined();
+    expect(
+      leaseReplyMismatch(rp, JSON.stringify({ token: 7, boundMs: T0 + 90 }), renew(7, T0 + 80), undefined, l),
+    ).toMatch(/below the bound/);
+    expect(leaseReplyMismatch(rp, JSON.stringify({ token: 6 }), renew(6, T0), undefined, l)).toMatch(
+      /never committed/,
+    );
+    const release = (highWaterMs: number, alreadyReleased = false) =>
+      JSON.stringify({ ok: true, op: 'release', app: 'svc', workerId: 3, highWaterMs, alreadyReleased });
+    const rl = '/v1/apps/svc/workers/3/release';
+    const body = JSON.stringify({ token: 7, lastTimestampMs: T0 + 100 });
+    expect(leaseReplyMismatch(rl, body, release(T0 + 100), undefined, l)).toMatch(
+      /no free of it is committed/,
+    );
+    l.leaseEvent(
+      {
+        type: 'released',
+        app: 'svc',
+        workerId: 3,
+        token: 7,
+        nodeId: 'svc-1',
+        highWaterMs: T0 + 100,
+        index: 9,
+        leaderTimeMs: T0,
+      },
+      () => undefined,
+    );
+    expect(leaseReplyMismatch(rl, body, release(T0 + 100), undefined, l)).toBeUndefined();
+    expect(leaseReplyMismatch(rl, body, release(T0 + 120), undefined, l)).toMatch(
+      /committed free of token 7/,
+    );
+    expect(leaseReplyMismatch(rl, body, release(T0 + 90, true), undefined, l)).toMatch(/below the request's/);
+  });
+
+  it("fails a lease a process takes from a reply to another process's request (a swapped reply taken as its own)", () => {
+    const w = testWorld();
+    const o = new IdOracle(w);
+    const l = ledger();
+    o.ledger = l;
+    l.acquireSent('c1#1', JSON.stringify({ nodeId: 'svc-1', requestId: 'r1', incarnation: 'c1#1' }));
+    l.acquireSent('c2#1', JSON.stringify({ nodeId: 'svc-2', requestId: 'r9', incarnation: 'c2#1' }));
+    const m = new Machine('c', new MachineClock(w.sched, 1, 1000, T0));
+    o.leased('c1#1', 7, m, 0);
+    o.leased('c2#1', 7, m, 0, true); // resumed from its cache: no reply to compare
+    expect(w.failures).toEqual([]);
+    o.leased('c2#1', 7, m, 0);
+    expect(w.failures.map((f) => f.kind)).toEqual(['reply-mismatch']);
+    expect(w.failures[0]?.detail).toMatch(/c2#1 took token 7 of svc\/3, committed for requestId "r1"/);
+  });
+});
+
+describe('fail-stop oracle', () => {
+  it('fails a node process that acts after its fsync EIO, or never halts; passes one that halts', () => {
+    const w = testWorld();
+    const o = new FailStopOracle(w);
+    o.acted('n1#1', 'sent app to n2'); // no EIO yet: anything goes
+    o.fsyncFailed('n1#1', '/var/lib/floe/n1/wal/1.wal');
+    o.fsyncFailed('n2#1', '/var/lib/floe/n2/wal/1.wal');
+    o.stopped('n2#1');
+    o.checkHalted(() => false); // n1#1 died: fine
+    expect(w.failures).toEqual([]);
+    o.checkHalted((p) => p === 'n1#1');
+    expect(w.failures[0]?.detail).toMatch(/n1#1 still runs at the end, never halted/);
+    o.acted('n1#1', 'acknowledged a save (1 entries, sync true)');
+    expect(w.failures.map((f) => f.kind)).toEqual(['fail-stop', 'fail-stop']);
+    expect(w.failures[1]?.detail).toMatch(
+      /n1#1 acknowledged a save .* after its fsync of .*1.wal failed with EIO/,
+    );
   });
 });
 

@@ -2,16 +2,20 @@
 // the seed drew, heal, check liveness and the oracles, and report.
 
 import type { MemberInfo } from '../../node/members.js';
+import type { NodeStorage } from '../../node/seams.js';
+import type { Entry, Message, NodeId, Storage } from '../../raft/types.js';
 import { BUG_SWITCHES, switchBugsOn } from '../../testing/bug-switches.js';
 import type { InvariantViolation } from '../checker.js';
 import { MAX_SEED, Prng } from '../prng.js';
 import { Trace } from '../trace.js';
 import { type ConfigOverrides, drawConfig, type SimConfig } from './config.js';
+import { FailStopOracle, type FailStopStats } from './fail-stop-oracle.js';
 import { FaultDirector, type FaultStats } from './faults.js';
 import { routeGlobalTimers } from './global-timers.js';
 import { callLeader, HttpRouter, LB_HOST } from './http-router.js';
 import { IdOracle, type OracleStats } from './id-oracle.js';
 import { checkKvHistories, KvClient, KvHistory } from './kv-workload.js';
+import { LeaseLedger, type LedgerStats } from './lease-ledger.js';
 import { LeaseClientHost, type LeaseClientStats } from './lease-workload.js';
 import { VirtualNetwork } from './network.js';
 import { errText, NodeHost } from './node-host.js';
@@ -64,6 +68,10 @@ export interface FullSimStats {
   /** Messages stepped by a node while a snapshot it received was still being saved (coverage). */
   stepsDuringSnapshotSave: number;
   oracle: OracleStats;
+  /** Lease replies and accepted leases checked against the committed lease state. */
+  ledger: LedgerStats;
+  /** Fsync EIOs on node processes' Raft storage, and how many of those processes halted. */
+  failStop: FailStopStats;
   clients: LeaseClientStats;
   /** The sequence workload (zeros in seeds without it). */
   seq: SeqStats;
@@ -82,6 +90,8 @@ export interface FullSimResult {
   ok: boolean;
   failure?: Failure;
   traceHash: string;
+  /** The trace hash where the every-client liveness phase began (runs before it ended there): for comparisons. */
+  traceHashBeforeEveryClient?: string;
   traceLines: number;
   tail: string[];
   stats: FullSimStats;
@@ -106,12 +116,93 @@ const HARNESS_BUGS: readonly string[] = [
 /** Workarounds for findings still open in production code (on by default; see FullSimOptions.workarounds). */
 export const OPEN_WORKAROUNDS: readonly string[] = ['conf-resulting'];
 
+/**
+ * The Raft observer, also keeping each node process's storage (the lease ledger reads a grant's command back), and
+ * telling the fail-stop oracle what each node process does: saves it acknowledges, messages it sends, entries it
+ * applies. Nothing here changes when anything runs: a save's promise is returned as it is (the oracle's reaction to
+ * it is one more callback on it, registered before the node's own).
+ */
+class LogReadingObserver extends RaftObserver {
+  private readonly logs = new Map<NodeId, Storage>();
+  /** The node process that runs node `id` now (set by run.ts once hosts exist). */
+  procOf: (id: NodeId) => string | undefined = () => undefined;
+  failStop: FailStopOracle | undefined;
+
+  override started(id: NodeId, storage: Storage, voters: () => readonly NodeId[]): void {
+    this.logs.set(id, storage);
+    super.started(id, storage, voters);
+  }
+
+  /** Node `id`'s entry at `index` (the one it is applying), if its log still holds it. */
+  entryAt(id: NodeId, index: number): Entry | undefined {
+    const s = this.logs.get(id);
+    if (!s || index < s.firstIndex() || index > s.lastIndex()) return undefined;
+    try {
+      return s.entries(index, index + 1)[0];
+    } catch {
+      return undefined;
+    }
+  }
+
+  override sent(m: Message): void {
+    const p = this.failStop?.stats.eios ? this.procOf(m.from) : undefined;
+    if (p !== undefined && this.failStop?.failed(p)) this.failStop.acted(p, `sent ${m.type} to n${m.to}`);
+    super.sent(m);
+  }
+
+  override applied(id: NodeId, applied: number): void {
+    const p = this.failStop?.stats.eios ? this.procOf(id) : undefined;
+    if (p !== undefined && this.failStop?.failed(p))
+      this.failStop.acted(p, `applied entries up to ${applied}`);
+    super.applied(id, applied);
+  }
+
+  override wrap(id: NodeId, inner: NodeStorage & { storage: Storage }): NodeStorage {
+    const s = super.wrap(id, inner);
+    const failStop = this.failStop;
+    const proc = this.procOf(id);
+    if (!failStop || proc === undefined) return s;
+    const save = s.save;
+    s.save = (batch, opts) => {
+      const p = save.call(s, batch, opts);
+      p.then(
+        () => {
+          if (failStop.failed(proc))
+            failStop.acted(
+              proc,
+              `acknowledged a save (${batch.entries.length} entries${batch.hardState ? ', hard state' : ''}${batch.snapshot ? ', snapshot' : ''}, sync ${opts.sync})`,
+            );
+        },
+        () => {},
+      );
+      return p;
+    };
+    return s;
+  }
+}
+
+/** The sequence oracle, also noting when each sequence client last completed a call (every-client liveness). */
+class SeqCallsOracle extends SeqOracle {
+  /** Client name → global µs of its last call answered with values (any kind: INCRBY, Leaf, SEQ.ALLOC, FloeSequence). */
+  readonly lastOkUs = new Map<string, number>();
+  constructor(private readonly w: World) {
+    super(w);
+  }
+  override values(key: string, first: bigint, last: bigint, who: string): void {
+    const at = who.indexOf('@');
+    if (at > 0) this.lastOkUs.set(who.slice(0, at), this.w.sched.nowUs);
+    super.values(key, first, last, who);
+  }
+}
+
 class RunWorld implements World {
   readonly sched = new Scheduler();
   readonly bugs: ReadonlySet<string>;
   failure: Failure | undefined;
   /** Set when the run ended with no healthy quorum of voters (corrupt data beyond the failure model). */
   livenessExempt = false;
+  /** The trace hash when the every-client liveness phase began (where runs ended before it). */
+  hashBeforeEveryClient: string | undefined;
   private readonly root: Prng;
   private pid = 100;
   private readonly procs = new Map<number, SimProcess>();
@@ -191,7 +282,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
     if (!OPEN_WORKAROUNDS.includes(x))
       throw new RangeError(`unknown workaround "${x}"; known: ${OPEN_WORKAROUNDS.join(', ')}`);
   }
-  const observer = new RaftObserver(
+  const observer = new LogReadingObserver(
     (l) => w.trace(l),
     (v: InvariantViolation) => w.fail('raft', v.message),
     workarounds.has('conf-resulting'),
@@ -202,6 +293,9 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
   const router = new HttpRouter(w, () => net.conditions);
   router.nodeLinkBlocked = (a, b) => net.isBlocked(a, b);
   const oracle = new IdOracle(w);
+  const ledger = new LeaseLedger();
+  oracle.ledger = ledger;
+  router.ledger = ledger;
   const sfDeliveries = new SnowflakeDeliveries(w, oracle);
   const rate = () => 1 + (2 * rng.float() - 1) * cfg.clockDrift;
 
@@ -216,10 +310,22 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
     ...respAddr(i + 1),
   }));
   const hosts: NodeHost[] = [];
+  const failStop = new FailStopOracle(w);
+  observer.failStop = failStop;
+  observer.procOf = (id) => {
+    const p = hosts.find((h) => h.id === id)?.proc;
+    return p?.alive ? p.name : undefined;
+  };
   // The supervisor: a node that stopped or could not start because of an injected disk fault is
   // started again a little later. After an fsync error the machine is rebooted first (its page
   // cache dropped): see docs/simulator-full.md, finding FS-1, for what a plain restart does.
   const supervise = (host: NodeHost, reason: string) => {
+    if (host.proc) failStop.stopped(host.proc.name);
+    // The fail-stop oracle must have seen every EIO that excuses a halt (its hook on the disk is still in place).
+    if (host.eioThisBoot && !(host.proc && failStop.failed(host.proc.name))) {
+      w.fail('harness', `n${host.id} had an fsync EIO this boot that the fail-stop oracle did not see`);
+      return;
+    }
     if (host.removed || /removed from the cluster/.test(reason)) {
       host.removed = true;
       return;
@@ -258,7 +364,10 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
       net,
       observer,
       {
-        leaseEvent: (_id, e) => oracle.leaseEvent(e),
+        leaseEvent: (id, e) => {
+          ledger.leaseEvent(e, (index) => observer.entryAt(id, index));
+          oracle.leaseEvent(e);
+        },
         stopped: (host, reason) => supervise(host, reason),
         memberFetch: (proc, name) => router.fetchFor(proc, name, 1000),
         ...(peerNet ? { peerTransport: (proc, sink) => peerNet.start(m.id, proc, sink, m.peerAddr) } : {}),
@@ -284,6 +393,15 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
       rate(),
       WALL_EPOCH_MS + rng.range(-2_000, 2_000),
     );
+    // The fail-stop oracle hears of every fsync EIO returned to the node process by its Raft storage.
+    const diskHooks = h.disk.faults;
+    const syncError = diskHooks.syncError;
+    diskHooks.syncError = (path) => {
+      const code = syncError?.(path);
+      if (code === 'EIO' && !path.includes('snowflake-leases') && h.proc?.alive)
+        failStop.fsyncFailed(h.proc.name, path);
+      return code;
+    };
     hosts.push(h);
     router.addHost(h);
     return h;
@@ -383,7 +501,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
   }
 
   // Sequence clients (a share of the seeds): one creates the strict and the node-mode sequence, then all call.
-  const seqOracle = new SeqOracle(w);
+  const seqOracle = new SeqCallsOracle(w);
   const respNet = respOn
     ? new RespNet(
         w,
@@ -496,10 +614,11 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
     await sched.runUntil(cfg.seconds * 1_000_000, stop);
     if (!w.failure) {
       if (peerNet) peerNet.healed = true;
-      await heal(w, cfg, hosts, kvClients, leaseClients, director, seqClients, sfClients);
+      await heal(w, cfg, hosts, kvClients, leaseClients, director, seqClients, sfClients, oracle, seqOracle);
     }
     for (const c of seqClients) c.stop();
     for (const c of sfClients) c.stop();
+    if (!w.failure) failStop.checkHalted((name) => hosts.some((h) => h.proc?.name === name && h.proc.alive));
     if (!w.failure) {
       // A history the checker could not decide is not a pass: the run fails, and the seed replays the same way.
       const r = checkKvHistories(history, 200_000_000);
@@ -532,6 +651,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
     ...(failure ? { failure } : {}),
     ...(w.livenessExempt ? { livenessExempt: true } : {}),
     traceHash: trace.hash(),
+    ...(w.hashBeforeEveryClient ? { traceHashBeforeEveryClient: w.hashBeforeEveryClient } : {}),
     traceLines: trace.lines,
     tail: trace.tail(),
     stats: {
@@ -546,6 +666,8 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
       unsettledEvents: sched.unsettled,
       stepsDuringSnapshotSave: observer.stepsDuringSnapshotSave,
       oracle: oracle.stats,
+      ledger: ledger.stats,
+      failStop: failStop.stats,
       clients: clientStats,
       seq: seqOracle.stats,
       snowflake: sfDeliveries.stats,
@@ -573,6 +695,8 @@ async function heal(
   director: FaultDirector,
   seqClients: SeqClient[],
   sfClients: SnowflakeClient[],
+  oracle: IdOracle,
+  seqOracle: SeqCallsOracle,
 ): Promise<void> {
   const sched = w.sched;
   for (const c of kvClients) c.stop();
@@ -644,26 +768,126 @@ async function heal(
     return;
   }
   const reader = kvClients[0];
-  if (!reader) return;
-  let done = false;
-  let ok = false;
-  while (!w.failure && !ok && sched.nowUs < deadline) {
-    done = false;
-    sched.after(0, reader.proc, 'final-reads', () => {
-      void reader.finalReads().then((r) => {
-        ok = r;
-        done = true;
+  if (reader) {
+    let done = false;
+    let ok = false;
+    while (!w.failure && !ok && sched.nowUs < deadline) {
+      done = false;
+      sched.after(0, reader.proc, 'final-reads', () => {
+        void reader.finalReads().then((r) => {
+          ok = r;
+          done = true;
+        });
       });
-    });
-    await sched.runUntil(deadline, () => done || stop());
-    if (!ok && !w.failure) await sched.runUntil(Math.min(deadline, sched.nowUs + 100_000), stop);
+      await sched.runUntil(deadline, () => done || stop());
+      if (!ok && !w.failure) await sched.runUntil(Math.min(deadline, sched.nowUs + 100_000), stop);
+    }
+    if (!ok && !w.failure && !beyondFailureModel()) {
+      w.fail(
+        'liveness',
+        `no linearizable read of every key within ${cfg.healSeconds} s of healing; ${clusterSummary(hosts)}`,
+      );
+    }
+    if (!ok) return;
   }
-  if (!ok && !w.failure && !beyondFailureModel()) {
+  if (w.failure) return;
+  await everyClientLive(
+    w,
+    cfg,
+    hosts,
+    healedAt,
+    deadline,
+    kvClients,
+    leaseClients,
+    seqClients,
+    sfClients,
+    oracle,
+    seqOracle,
+    beyondFailureModel,
+  );
+}
+
+/**
+ * Liveness of every client after healing (audit gap 4), within the same `healSeconds` of healing. It runs after the
+ * checks above, where runs ended before it, so it changes nothing that happened before (`hashBeforeEveryClient`).
+ * - Every key-value client whose process runs completes a linearizable read of every key and counter (the first one
+ *   did above; the others now, joining the history the linearizability check reads).
+ * - SDK lease clients, grouped by the nodeId they lease as (a host, or two hosts that share one): in each group with a
+ *   live process, a live process issues an ID after healing. Exempt by design: (a) the group's other live processes
+ *   (one live lease per nodeId per app, and one cache lock per host: a replacement waits while its predecessor runs
+ *   and holds the lease); (b) groups beyond the pool's size — with 2^poolBits worker IDs and more groups than that,
+ *   at least min(groups, 2^poolBits) distinct groups must issue (the rest may be refused with pool_exhausted while the
+ *   holders renew).
+ * - Every sequence client whose process runs completes a call (any kind: INCRBY, Leaf, SEQ.ALLOC, FloeSequence).
+ * - Every server-side Snowflake client is answered with IDs.
+ */
+async function everyClientLive(
+  w: RunWorld,
+  cfg: SimConfig,
+  hosts: NodeHost[],
+  healedAt: number,
+  deadline: number,
+  kvClients: KvClient[],
+  leaseClients: LeaseClientHost[],
+  seqClients: SeqClient[],
+  sfClients: SnowflakeClient[],
+  oracle: IdOracle,
+  seqOracle: SeqCallsOracle,
+  beyondFailureModel: () => boolean,
+): Promise<void> {
+  const sched = w.sched;
+  w.hashBeforeEveryClient = w.traceLog.hash();
+  const kvOk = new Set<KvClient>(kvClients.slice(0, 1));
+  for (const c of kvClients.slice(1)) {
+    if (!c.proc.alive) continue;
+    sched.after(0, c.proc, 'final-reads', () => {
+      void (async () => {
+        while (!w.failure && c.proc.alive && sched.nowUs < deadline) {
+          if (await c.finalReads()) {
+            kvOk.add(c);
+            return;
+          }
+          await c.proc.sleep(100);
+        }
+      })();
+    });
+  }
+  const poolSize = 2 ** cfg.lease.poolBits;
+  const lagging = (): string | undefined => {
+    for (const c of kvClients)
+      if (c.proc.alive && !kvOk.has(c)) return `${c.name} has not read every key since healing`;
+    const groups = new Map<string, { live: number; issued: boolean }>();
+    for (const h of leaseClients) {
+      const live = h.live;
+      if (live.length === 0) continue;
+      const g = groups.get(h.serviceId) ?? { live: 0, issued: false };
+      g.live += live.length;
+      if (!g.issued) g.issued = live.some((p) => oracle.lastIssuedBy(p.name) > healedAt);
+      groups.set(h.serviceId, g);
+    }
+    const issued = [...groups.values()].filter((g) => g.issued).length;
+    const need = Math.min(groups.size, poolSize);
+    if (issued < need) {
+      const idle = [...groups].filter(([, g]) => !g.issued).map(([id]) => id);
+      return `${issued} of ${groups.size} SDK nodeIds with a live process issued an ID since healing (${need} needed, pool of ${poolSize}; idle: ${idle.join(', ')})`;
+    }
+    for (const c of seqClients)
+      if (c.proc.alive && !((seqOracle.lastOkUs.get(c.name) ?? -1) > healedAt))
+        return `sequence client ${c.name} (${c.kind}) completed no call since healing`;
+    for (const c of sfClients)
+      if (c.proc.alive && !(c.lastOkUs > healedAt))
+        return `snowflake client ${c.name} got no IDs since healing`;
+    return undefined;
+  };
+  const stop = () => w.failure !== undefined;
+  while (!w.failure && sched.nowUs < deadline && lagging() !== undefined)
+    await sched.runUntil(Math.min(deadline, sched.nowUs + 100_000), stop);
+  const why = w.failure ? undefined : lagging();
+  if (why !== undefined && !beyondFailureModel())
     w.fail(
       'liveness',
-      `no linearizable read of every key within ${cfg.healSeconds} s of healing; ${clusterSummary(hosts)}`,
+      `${cfg.healSeconds} s after healing, not every client was served: ${why}; ${clusterSummary(hosts)}`,
     );
-  }
 }
 
 function clusterSummary(hosts: NodeHost[]): string {

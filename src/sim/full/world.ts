@@ -27,6 +27,8 @@ export type FailureKind =
   | 'lost-write'
   /** A process died of an uncaught error / unhandled rejection, or a node halted without a disk fault. */
   | 'process-crash'
+  /** A node process acknowledged a save, sent, applied or ran on after its Raft storage's fsync failed (EIO). */
+  | 'fail-stop'
   /** After healing, the cluster did not make progress in time. */
   | 'liveness'
   /** The simulation itself could not run the production code deterministically. */
