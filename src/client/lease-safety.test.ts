@@ -251,6 +251,30 @@ describe('issue 9 item 3: coarse ticks never outlive the deadline', () => {
     expect(issuedAfter).toBe(0);
   });
 
+  it('a generator stopped one tick before the deadline ends its lease, so the caller can lease again (swarm seed 1030)', async () => {
+    // The generator stops a tick before the deadline while the lease is still valid. Before, the lease went on
+    // renewing in the background: a caller that did what LeaseLostError says ("lease again") met its own live lease
+    // (lease_held, or its own cache lock) for as long as the process lived (full simulation, every-client liveness).
+    const s = setup();
+    const l = await lease(s, s.client, { ttlMs: 3000, safetyMarginMs: 300, layout: coarse });
+    const gen = l.snowflake(coarse);
+    s.cluster.leader = undefined; // renewals fail for a while
+    await s.time.advance(l.deadlineMono - 500 - s.time.t);
+    expect(l.valid).toBe(true); // inside the last tick before the deadline
+    expect(() => gen.next()).toThrow(LeaseLostError);
+    expect(l.endedBecause).toBe('deadline');
+    s.cluster.leader = s.cluster.hosts[0]; // the cluster is back
+    const renewals = () => s.cluster.requests.filter((r) => r.path.endsWith('/renew')).length;
+    await s.time.advance(l.ttlMs); // a renewal already in flight may still retry within its budget; its answer is ignored
+    const before = renewals();
+    await s.time.advance(5000);
+    expect(renewals()).toBe(before); // the lost lease no longer renews
+    s.cluster.expire('orders', l.workerId); // so the cluster expires it (no renewal for more than a TTL)
+    const again = await lease(s, s.client, { ttlMs: 3000, safetyMarginMs: 300, layout: coarse });
+    expect(again.valid).toBe(true);
+    expect(again.token).not.toBe(l.token);
+  });
+
   it('refuses a layout whose tick leaves no time between renewals, naming the option', async () => {
     const s = setup();
     const l = await lease(s, s.client, { ttlMs: 1000, layout: coarse });

@@ -289,7 +289,13 @@ export class WorkerLease extends EventEmitter {
         const m = mono();
         // `now` is the generator's clock (wall + lead): the wall deadline is checked on the same reading.
         const span = bugOn('client-no-tick-margin') ? 0 : spanMs;
-        if (!(m < this.deadline - span) || !(now - lead < this.deadlineWall - span)) throw this.lostError();
+        if (!(m < this.deadline - span) || !(now - lead < this.deadlineWall - span)) {
+          // The generator has stopped: so has the lease (no more renewals). Before, a lease still valid inside its
+          // last tick kept renewing, and a caller that leased again, as LeaseLostError says, met its own live lease
+          // for as long as the process lived (full simulation, every-client liveness, swarm seed 1030).
+          this.end('deadline', this.lostError().message, true);
+          throw this.lostError();
+        }
         g.lastCheckMono = m;
       },
     );
