@@ -163,6 +163,31 @@ describe('fail-stop and prompt answers in the node runtime', () => {
     expect(reason).toMatch(/^fatal: tick: disk read failed/);
   });
 
+  it('an fsync EIO while taking a snapshot stops the node (swarm seeds 1067, 1107, 1125)', {
+    timeout: 10_000,
+  }, async () => {
+    // Before, a failed snapshot was only logged: the node went on sending heartbeats and read rounds after its storage
+    // had failed, until some later save failed too (the full simulation's fail-stop oracle).
+    const net = new MemoryNetwork();
+    const [a] = cluster(1, net, { snapshotEvery: 5 });
+    await leaderOf([a!]);
+    // Hold the first snapshot write, stop proposing, then let it fail: nothing else is saved after it.
+    let asked = false;
+    let letGo: (() => void) | undefined;
+    a!.storage.faults.delay = (op) => {
+      if (op.kind !== 'snapshot' || asked) return undefined;
+      asked = true;
+      return new Promise<void>((r) => {
+        letGo = r;
+      });
+    };
+    while (!asked) await a!.node.propose(incr);
+    a!.storage.faults.fail = (op) => (op.kind === 'snapshot' ? 'EIO' : undefined);
+    const reason = stopped(a!);
+    letGo?.();
+    expect(await reason).toMatch(/^fatal: snapshot: .*EIO/);
+  });
+
   it('a read whose leader is already gone in the core fails at once, with no timer left to reject later', async () => {
     const net = new MemoryNetwork();
     const nodes = cluster(3, net);

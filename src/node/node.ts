@@ -16,6 +16,7 @@ import {
   type Role,
   type Status,
 } from '../raft/types.js';
+import { StorageClosedError, StorageUsageError } from '../storage/errors.js';
 import { bugOn } from '../testing/bug-switches.js';
 import { decodeEnvelope, type Envelope, encodeEnvelope, pack, unpack } from './envelope.js';
 import {
@@ -1064,7 +1065,14 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
       this.stats.snapshots++;
       this.log.info({ index, bytes: data.length }, 'snapshot taken');
     } catch (err) {
-      this.log.error({ err: String(err) }, 'snapshot failed');
+      // A refused snapshot (a usage error) or a storage closed by stop() changes nothing on disk. Anything else is a
+      // failed write or fsync: the node must stop, as after a failed save (full simulation's fail-stop oracle, swarm
+      // seeds 1067, 1107, 1125: the node went on sending heartbeats and read rounds).
+      if (err instanceof StorageUsageError || err instanceof StorageClosedError) {
+        this.log.error({ err: String(err) }, 'snapshot failed');
+      } else {
+        this.failStop('snapshot', err);
+      }
     } finally {
       this.snapshotting = false;
     }

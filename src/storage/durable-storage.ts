@@ -260,13 +260,14 @@ export class DurableStorage implements NodeStorage {
     });
     if (snapshot) {
       // Compaction behind the leader's snapshot, queued right behind it. The save resolves after it
-      // (snapshots are rare; this keeps what is on disk predictable), but a failure to delete old
-      // files does not fail the save: the snapshot is durable either way.
+      // (snapshots are rare; this keeps what is on disk predictable). The snapshot is durable either
+      // way, but a failed unlink or directory fsync fails the WAL (fail-stop), so the save says so.
       const index = snapshot.metadata.index;
       return done.then(() =>
         this.compactBehind(index).catch((err) => {
-          if (!(err instanceof StorageClosedError))
-            this.warn(`compaction after snapshot ${index} failed: ${err}`);
+          if (err instanceof StorageClosedError) return;
+          this.warn(`compaction after snapshot ${index} failed: ${err}`);
+          throw err;
         }),
       );
     }

@@ -279,3 +279,35 @@ describe('a restart after a failed fsync, without a reboot (finding FS-1)', () =
 });
 
 class Refused extends Error {}
+
+describe('a failed directory fsync while compaction deletes WAL segments (full simulation, fail-stop oracle)', () => {
+  it('stops the storage: the snapshot that compacted says so, and every later save is refused', async () => {
+    // Before, a failed unlink or directory fsync in compaction only failed that task (and a leader's snapshot
+    // only warned): the node went on writing and acknowledging after an fsync EIO.
+    const fs = new MemoryFs();
+    const procs = new Incarnations();
+    const s = await DurableStorage.open(DIR, {
+      fs,
+      lockOwner: procs.owner(),
+      bootstrapConf: CONF,
+      segmentBytes: 1024,
+      trailingEntries: 0,
+    });
+    for (let i = 1; i <= 60; i += 10)
+      await s.save(
+        { entries: ents(i, i + 9, 1), hardState: { term: 1, vote: 1, commit: i + 9 } },
+        { sync: true },
+      );
+    expect(s.segmentNames().length).toBeGreaterThan(1);
+    let failedDirSyncs = 0;
+    fs.faults = {
+      syncError: (p) => (p.endsWith('/wal') ? (failedDirSyncs++, 'EIO') : undefined),
+    };
+    await expect(s.createSnapshot(60, CONF, new Uint8Array([1]))).rejects.toBeInstanceOf(StorageFailedError);
+    expect(failedDirSyncs).toBe(1);
+    fs.faults = {};
+    await expect(
+      s.save({ entries: [ent(61, 1)], hardState: { term: 1, vote: 1, commit: 61 } }, { sync: true }),
+    ).rejects.toBeInstanceOf(StorageFailedError);
+  });
+});

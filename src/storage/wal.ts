@@ -377,7 +377,9 @@ export class Wal {
           await head.run();
           head.resolve();
         } catch (err) {
-          head.reject(asError(err));
+          // A failed unlink or directory fsync leaves the directory's durable state unknown (an fsync error may
+          // have dropped what it covered): refuse all further work, as after a failed write.
+          head.reject(this.fail(err));
         }
         continue;
       }
