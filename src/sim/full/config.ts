@@ -65,7 +65,13 @@ export type FaultKind =
    * replacement finds the cluster unreachable and may resume its lease from the cache; the host's wall clock is
    * stepped (NTP) once the replacement runs; the cut lasts past a TTL, so the cluster expires the lease meanwhile.
    */
-  | 'clientRestartCutOff';
+  | 'clientRestartCutOff'
+  /**
+   * For a while, a node's disk flips one bit in some of the writes to its WAL segments (records, hard states,
+   * segment headers) and snapshot files: corruption on the write path (firmware, DMA, a misdirected write), which
+   * the node does not see while it runs (it never reads back what it wrote) and finds at its next start.
+   */
+  | 'writeBitFlip';
 
 export const FAULT_KINDS: readonly FaultKind[] = [
   'partition',
@@ -89,6 +95,7 @@ export const FAULT_KINDS: readonly FaultKind[] = [
   'membership',
   'replyMixup',
   'clientRestartCutOff',
+  'writeBitFlip',
 ];
 
 /**
@@ -100,8 +107,10 @@ const LATE_FAULTS: readonly FaultKind[] = ['clientPowerLoss'];
 const LATE2_FAULTS: readonly FaultKind[] = ['replyMixup'];
 /** And later again (`config-late3`): every seed without them keeps its configuration and its run. */
 const LATE3_FAULTS: readonly FaultKind[] = ['clientRestartCutOff'];
+/** And later again (`config-late5`). */
+const LATE5_FAULTS: readonly FaultKind[] = ['writeBitFlip'];
 const isLate = (f: FaultKind) =>
-  LATE_FAULTS.includes(f) || LATE2_FAULTS.includes(f) || LATE3_FAULTS.includes(f);
+  LATE_FAULTS.includes(f) || LATE2_FAULTS.includes(f) || LATE3_FAULTS.includes(f) || LATE5_FAULTS.includes(f);
 
 export interface Profile {
   name: string;
@@ -126,7 +135,7 @@ const NODES: FaultKind[] = [
   'leaderTransfer',
   'membership',
 ];
-const DISK: FaultKind[] = ['diskEio', 'diskSlow', 'bitFlip', 'nodePowerLoss', 'nodeCrash'];
+const DISK: FaultKind[] = ['diskEio', 'diskSlow', 'bitFlip', 'nodePowerLoss', 'nodeCrash', 'writeBitFlip'];
 const CLIENTS: FaultKind[] = [
   'clientCrash',
   'clientReplace',
@@ -164,7 +173,7 @@ export const PROFILES: Record<string, Profile> = {
   },
   disk: {
     name: 'disk',
-    summary: 'fsync EIO, slow disks, bit flips at rest, power loss with torn writes',
+    summary: 'fsync EIO, slow disks, bit flips at rest and in written data, power loss with torn writes',
     faults: DISK,
     swarm: true,
     clockDrift: 0.05,
@@ -394,7 +403,13 @@ export function drawConfig(seed: number, profileName: string, o: ConfigOverrides
     }
   }
   if (p.swarm && p.faults.length > 0 && Object.keys(weights).length === 0) {
-    weights[rng.pick(p.faults.filter((f) => !LATE2_FAULTS.includes(f) && !LATE3_FAULTS.includes(f)))] = 5;
+    weights[
+      rng.pick(
+        p.faults.filter(
+          (f) => !LATE2_FAULTS.includes(f) && !LATE3_FAULTS.includes(f) && !LATE5_FAULTS.includes(f),
+        ),
+      )
+    ] = 5;
   }
   const late = new Prng(seed).fork('config-late');
   for (const f of p.faults) {
@@ -421,6 +436,14 @@ export function drawConfig(seed: number, profileName: string, o: ConfigOverrides
   // The fault matters with a lease cache (else there is nothing to resume), and most with the SDK on a per-process
   // monotonic clock (a cached monotonic deadline then means nothing to the replacement): its seeds have the cache,
   // and a per-process clock in about two thirds of them.
+  // Bit flips in written data (`config-late5`): drawn after every other stream, so a seed that does not draw it keeps
+  // its configuration and its run.
+  const late5 = new Prng(seed).fork('config-late5');
+  for (const f of p.faults) {
+    if (!LATE5_FAULTS.includes(f)) continue;
+    if (!p.swarm) weights[f] = 5;
+    else if (late5.chance(0.5)) weights[f] = late5.range(1, 10);
+  }
   const cutOff = weights.clientRestartCutOff !== undefined;
   const acquireTimeoutMs = cutOff && late3.chance(3 / 4) ? late3.pick([100, 250, 500, 1000]) : undefined;
   const noise = p.netNoise * rng.float();
