@@ -332,20 +332,43 @@ export class FaultDirector {
         );
         if (!h) return false;
         const chance = 0.02 + 0.3 * rng.float();
+        // In half the windows the node's process is restarted when it ends (a reboot, an upgrade: when an operator
+        // meets such corruption), so that what was flipped is read back; otherwise only a later crash reads it.
+        const restart = rng.chance(0.5);
+        // A few flips per window (each write flipped with `chance` until then), so that each one can matter.
+        const flips = rng.range(1, 3);
         const epoch = ++this.writeFlipEpoch;
+        const flipsBefore = this.stats.writeFlips;
         h.diskFaulted = true;
         h.writeFlip = {
           chance,
           // Not while a membership change is in flight: its outcome may shrink the majority the corrupted replica
           // must stay a minority of (the same rule as for a flip at rest).
-          allowed: () => !this.healed && !h.removed && !(this.changing && this.changeProc?.alive !== false),
+          allowed: () =>
+            !this.healed &&
+            !h.removed &&
+            !(this.changing && this.changeProc?.alive !== false) &&
+            this.stats.writeFlips < flipsBefore + flips,
           stats: this.stats,
         };
-        this.trace(`n${h.id} disk: bits flip in written data (p=${chance.toFixed(3)} per write)`);
+        this.trace(
+          `n${h.id} disk: bits flip in written data (p=${chance.toFixed(3)} per write, at most ${flips})`,
+        );
         this.later(this.outage(), 'write-flips-end', () => {
           if (epoch !== this.writeFlipEpoch) return;
           h.writeFlip = undefined;
           this.trace(`n${h.id} disk: writes land intact again`);
+          if (
+            !restart ||
+            !h.up ||
+            h.removed ||
+            h.proc?.paused ||
+            h.machine.clock.suspended ||
+            !this.canImpair()
+          )
+            return;
+          h.crash('process');
+          this.later(this.outage(), 'restart-node', () => h.boot());
         });
         return true;
       }
