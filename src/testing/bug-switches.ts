@@ -33,6 +33,8 @@
  *   mark), ceiling and deadline check.
  * - `wal-retry-failed-fsync` (issue 10 review): the WAL retries a failed fdatasync once, so a save is acknowledged
  *   although the kernel dropped its data (the fsyncgate mistake; the failure model says fail-stop).
+ * - `wal-skip-crc` (issue 10, bit flips in written data): the WAL reader does not check a frame's payload checksum, so
+ *   a record whose bytes changed on the write path or at rest is decoded and used instead of refused.
  */
 export const BUG_SWITCHES = [
   'client-two-generators',
@@ -47,6 +49,7 @@ export const BUG_SWITCHES = [
   'transport-no-frame-crc',
   'snowflake-unbounded-generator',
   'wal-retry-failed-fsync',
+  'wal-skip-crc',
 ] as const;
 export type BugSwitch = (typeof BUG_SWITCHES)[number];
 

@@ -84,7 +84,13 @@ export type FaultKind =
    * from its cache), then the machine is reset (power loss: a hypervisor's isolation response, a watchdog) and boots
    * again while still cut off, and its service resumes from whatever cache survived. No wall-clock step.
    */
-  | 'clientPowerLossCutOff';
+  | 'clientPowerLossCutOff'
+  /**
+   * For a while, a node's disk flips one bit in some of the writes to its WAL segments (records, hard states,
+   * segment headers) and snapshot files: corruption on the write path (firmware, DMA, a misdirected write), which
+   * the node does not see while it runs (it never reads back what it wrote) and finds at its next start.
+   */
+  | 'writeBitFlip';
 
 export const FAULT_KINDS: readonly FaultKind[] = [
   'partition',
@@ -108,6 +114,7 @@ export const FAULT_KINDS: readonly FaultKind[] = [
   'membership',
   'replyMixup',
   'clientRestartCutOff',
+  'writeBitFlip',
 ];
 
 /**
@@ -129,7 +136,10 @@ const RESTART_FAULTS: readonly FaultKind[] = ['nodeRestartLoop'];
  * their own (`config-late5`, in drawCoarse: the two profiles never meet, so they share the stream name).
  */
 export const COARSE_FAULTS: readonly FaultKind[] = ['clientCutOff', 'clientPowerLossCutOff'];
+/** And later again (`config-late5`, drawn in drawConfig after every other stream; in disk, swarm, chaos, drift10). */
+const LATE5_FAULTS: readonly FaultKind[] = ['writeBitFlip'];
 const isLate = (f: FaultKind) =>
+  LATE5_FAULTS.includes(f) ||
   LATE_FAULTS.includes(f) ||
   LATE2_FAULTS.includes(f) ||
   LATE3_FAULTS.includes(f) ||
@@ -166,7 +176,7 @@ const NODES: FaultKind[] = [
   'leaderTransfer',
   'membership',
 ];
-const DISK: FaultKind[] = ['diskEio', 'diskSlow', 'bitFlip', 'nodePowerLoss', 'nodeCrash'];
+const DISK: FaultKind[] = ['diskEio', 'diskSlow', 'bitFlip', 'nodePowerLoss', 'nodeCrash', 'writeBitFlip'];
 const CLIENTS: FaultKind[] = [
   'clientCrash',
   'clientReplace',
@@ -207,7 +217,7 @@ export const PROFILES: Record<string, Profile> = {
   },
   disk: {
     name: 'disk',
-    summary: 'fsync EIO, slow disks, bit flips at rest, power loss with torn writes',
+    summary: 'fsync EIO, slow disks, bit flips at rest and in written data, power loss with torn writes',
     faults: DISK,
     swarm: true,
     clockDrift: 0.05,
@@ -481,6 +491,7 @@ export function drawConfig(seed: number, profileName: string, o: ConfigOverrides
           (f) =>
             !LATE2_FAULTS.includes(f) &&
             !LATE3_FAULTS.includes(f) &&
+            !LATE5_FAULTS.includes(f) &&
             !RESTART_FAULTS.includes(f) &&
             !COARSE_FAULTS.includes(f),
         ),
@@ -514,6 +525,14 @@ export function drawConfig(seed: number, profileName: string, o: ConfigOverrides
   // The fault matters with a lease cache (else there is nothing to resume), and most with the SDK on a per-process
   // monotonic clock (a cached monotonic deadline then means nothing to the replacement): its seeds have the cache,
   // and a per-process clock in about two thirds of them.
+  // Bit flips in written data (`config-late5`): drawn after every other stream, so a seed that does not draw it keeps
+  // its configuration and its run.
+  const flipRng = new Prng(seed).fork('config-late5'); // fresh: the restarts profile's draws above never meet it
+  for (const f of p.faults) {
+    if (!LATE5_FAULTS.includes(f)) continue;
+    if (!p.swarm) weights[f] = 5;
+    else if (flipRng.chance(0.5)) weights[f] = flipRng.range(1, 10);
+  }
   const cutOff = weights.clientRestartCutOff !== undefined;
   const acquireTimeoutMs = cutOff && late3.chance(3 / 4) ? late3.pick([100, 250, 500, 1000]) : undefined;
   const noise = p.netNoise * rng.float();

@@ -43,10 +43,22 @@ export interface FaultStats {
   skipped: number;
   /** New members promoted to voter before they acknowledged any entry (finding FS-3). */
   promotedEmpty: number;
+  /** Bits flipped in writes to a node's WAL or snapshot files (`writeBitFlip`). */
+  writeFlips: number;
+  /** Starts refused because of such a flip (each explained by a flip in the very file and frame it names). */
+  writeFlipRefusals: number;
 }
 
 export class FaultDirector {
-  readonly stats: FaultStats = { injected: {}, skipped: 0, promotedEmpty: 0 };
+  readonly stats: FaultStats = {
+    injected: {},
+    skipped: 0,
+    promotedEmpty: 0,
+    writeFlips: 0,
+    writeFlipRefusals: 0,
+  };
+  /** Ends the write-flip window in force (at most one disk at a time). */
+  private writeFlipEpoch = 0;
   private readonly rng: Prng;
   /** Faults on sequence clients (their own stream: seeds without them draw nothing from it). */
   private readonly seqRng: Prng;
@@ -312,6 +324,60 @@ export class FaultDirector {
             });
         });
         this.later(this.outage(), 'restart-node', () => h.boot());
+        return true;
+      }
+      case 'writeBitFlip': {
+        // Corruption in written data, on one replica, starting only while the cluster is whole (as for a flip at
+        // rest): no other member's disk was ever faulted, no window is open, no membership change in flight.
+        if (this.changing && this.changeProc?.alive === false) this.changing = false;
+        if (this.changing || !this.whole()) return false;
+        if (this.members().some((h) => h.writeFlip !== undefined)) return false;
+        if (!this.canImpair()) return false;
+        // The node whose disk already took a fault, if there is one (it may take more); else any healthy one.
+        const h = pickMaybe(
+          rng,
+          this.healthyNodes().filter((x) => this.members().every((o) => o === x || !o.diskFaulted)),
+        );
+        if (!h) return false;
+        const chance = 0.02 + 0.3 * rng.float();
+        // In half the windows the node's process is restarted when it ends (a reboot, an upgrade: when an operator
+        // meets such corruption), so that what was flipped is read back; otherwise only a later crash reads it.
+        const restart = rng.chance(0.5);
+        // A few flips per window (each write flipped with `chance` until then), so that each one can matter.
+        const flips = rng.range(1, 3);
+        const epoch = ++this.writeFlipEpoch;
+        const flipsBefore = this.stats.writeFlips;
+        h.diskFaulted = true;
+        h.writeFlip = {
+          chance,
+          // Not while a membership change is in flight: its outcome may shrink the majority the corrupted replica
+          // must stay a minority of (the same rule as for a flip at rest).
+          allowed: () =>
+            !this.healed &&
+            !h.removed &&
+            !(this.changing && this.changeProc?.alive !== false) &&
+            this.stats.writeFlips < flipsBefore + flips,
+          stats: this.stats,
+        };
+        this.trace(
+          `n${h.id} disk: bits flip in written data (p=${chance.toFixed(3)} per write, at most ${flips})`,
+        );
+        this.later(this.outage(), 'write-flips-end', () => {
+          if (epoch !== this.writeFlipEpoch) return;
+          h.writeFlip = undefined;
+          this.trace(`n${h.id} disk: writes land intact again`);
+          if (
+            !restart ||
+            !h.up ||
+            h.removed ||
+            h.proc?.paused ||
+            h.machine.clock.suspended ||
+            !this.canImpair()
+          )
+            return;
+          h.crash('process');
+          this.later(this.outage(), 'restart-node', () => h.boot());
+        });
         return true;
       }
       case 'clockJump': {
@@ -814,6 +880,7 @@ export class FaultDirector {
     this.noBackStepUntil.clear();
     for (const l of c.leaseClients) l.onResumed = undefined;
     for (const h of c.hosts) h.onLeads = undefined;
+    for (const h of c.hosts) h.writeFlip = undefined;
     for (const h of this.members()) {
       h.diskFaults.syncEio = 0;
       h.diskFaults.slow = 1;

@@ -60,6 +60,27 @@ export interface DiskFaults {
   slow: number;
 }
 
+/** A `writeBitFlip` fault in force on a node's disk (faults.ts). */
+export interface WriteFlipWindow {
+  /** Probability that a write to a WAL segment or snapshot file gets one bit flipped. */
+  chance: number;
+  /** False while a flip would be outside the failure model (e.g. a membership change in flight): none is made. */
+  allowed(): boolean;
+  /** Counts each flip made, and each refused start it explains. */
+  stats: { writeFlips: number; writeFlipRefusals: number };
+}
+
+/** A bit flipped in a write that no start of the node has read yet (node-host.ts, `writeBitFlip`). */
+export interface PendingWriteFlip {
+  /** The file's final name (a `.tmp` written and then renamed is named by what it becomes). */
+  file: string;
+  /** Byte offset of the flipped bit in the file. */
+  offset: number;
+  bit: number;
+  /** The node incarnation that wrote it: only a later start reads it. */
+  incarnation: number;
+}
+
 export class NodeHost {
   readonly machine: Machine;
   disk: MemoryFs;
@@ -87,7 +108,15 @@ export class NodeHost {
   readonly diskFaults: DiskFaults = { syncEio: 0, slow: 1 };
   /** Called when this node's process becomes leader (the `nodeRestartLoop` fault watches it; else unset). */
   onLeads: ((h: NodeHost) => void) | undefined;
-  /** Memory storage survives "crashes" in memory mode (it models a disk that loses nothing). */
+  /** While set, writes to the node's WAL and snapshot files may get a bit flipped (`writeBitFlip`). */
+  writeFlip: WriteFlipWindow | undefined;
+  /**
+   * Bits flipped in writes that no start has read yet. A start that succeeds has read (or has no use for) every flip
+   * made before it began, so it drops them; a flip made while it opened (the last segment written again) stays.
+   */
+  pendingWriteFlips: PendingWriteFlip[] = [];
+  private flipStats: WriteFlipWindow['stats'] | undefined;
+  /** The storage twin in memory mode (crashed with the process: it keeps only what was synced across a power loss). */
   private memoryStorage: MemoryNodeStorage | undefined;
   private incarnation = 0;
   private readonly dir: string;
@@ -317,6 +346,9 @@ export class NodeHost {
     this.state = 'up';
     // It started: a bit flipped before now was in nothing it reads at start, and excuses no later refusal.
     this.corrupted = false;
+    // So were the bits flipped in writes of earlier incarnations (the running node never reads its files back).
+    const inc = this.incarnation;
+    this.pendingWriteFlips = this.pendingWriteFlips.filter((f) => f.incarnation >= inc);
     w.trace(`${proc.name} up (term ${n.status().term}, applied ${n.status().appliedIndex})`);
   }
 
@@ -471,10 +503,58 @@ export class NodeHost {
     return `${f.path}@${off}.${bit}`;
   }
 
+  /**
+   * Whether a refusal to start is explained by a bit flipped in a write that this start was the first to read: the
+   * reason must name a corruption of the very file that holds an unread flip, and, for the WAL, a frame at or before
+   * the flipped byte (the frame holding it). Nothing else is excused: not another file, not a halt of a running node
+   * (it never reads back what it wrote), not a flip the node wrote in this same incarnation.
+   */
+  explainsByWriteFlip(reason: string): boolean {
+    if (this.state !== 'failed' || !/Corruption/.test(reason)) return false;
+    const wal = /WAL corrupt: (\S+) at byte offset (\d+):/.exec(reason);
+    const snap = /snapshot corrupt: (\S+?):/.exec(reason);
+    const named = wal?.[1] ?? snap?.[1];
+    if (named === undefined) return false;
+    const base = (f: string) => f.slice(f.lastIndexOf('/') + 1);
+    const hit = this.pendingWriteFlips.some(
+      (f) =>
+        f.incarnation < this.incarnation &&
+        base(f.file) === base(named) &&
+        (wal === null || Number(wal[2]) <= f.offset),
+    );
+    if (hit && this.flipStats) this.flipStats.writeFlipRefusals++;
+    return hit;
+  }
+
   private installDiskHooks(): void {
     const w = this.world;
     const rng = w.rng(`disk-${this.id}`);
+    // Its own stream: seeds without write flips draw nothing from it, and the flips do not move the disk latencies.
+    const flipRng = w.rng(`disk-write-flip-${this.id}`);
+    const walDir = `${this.dir}/wal/`;
+    const snapDir = `${this.dir}/snap/`;
     this.disk.faults = {
+      onWrite: (file, position, data) => {
+        const win = this.writeFlip;
+        if (win === undefined || data.length === 0) return undefined;
+        if (!file.startsWith(walDir) && !file.startsWith(snapDir)) return undefined;
+        if (!win.allowed() || !flipRng.chance(win.chance)) return undefined;
+        const at = flipRng.int(data.length);
+        const bit = flipRng.int(8);
+        data[at] = (data[at] as number) ^ (1 << bit);
+        const final = file.endsWith('.tmp') ? file.slice(0, -'.tmp'.length) : file;
+        this.pendingWriteFlips.push({
+          file: final,
+          offset: position + at,
+          bit,
+          incarnation: this.incarnation,
+        });
+        this.flipStats = win.stats;
+        win.stats.writeFlips++;
+        this.diskFaulted = true;
+        w.trace(`n${this.id} disk: bit flipped in a write: ${file}@${position + at}.${bit}`);
+        return undefined;
+      },
       delay: (op) => {
         if (op !== 'datasync' && op !== 'syncDir') return undefined;
         const p = this.proc;

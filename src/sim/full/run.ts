@@ -334,6 +334,8 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
     // at rest explains it; an fsync error, a crash or a torn write never may (docs/storage.md, failure model).
     const corruption = /Corruption/.test(reason);
     if (corruption && host.corrupted) return;
+    // Or a bit flipped in a write of an earlier incarnation, in the very file (and WAL frame) the refusal names.
+    if (host.explainsByWriteFlip(reason)) return;
     // A halt is excused only by its own cause: an EIO of this boot's Raft storage that the reason cites, or corruption
     // from a bit flipped at rest (re-review: any EIO, even one the node survived, excused any later halt).
     const storageEio = host.eioThisBoot && /EIO/.test(reason);
