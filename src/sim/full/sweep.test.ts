@@ -11,6 +11,8 @@ const SWEEP: Array<{ profile: string; seeds: [number, number] }> = [
   { profile: 'nodes', seeds: [1, 30] },
   { profile: 'disk', seeds: [1, 30] },
   { profile: 'clients', seeds: [1, 30] },
+  { profile: 'restarts', seeds: [1, 15] },
+  { profile: 'coarse', seeds: [1, 15] },
   { profile: 'swarm', seeds: [1, 120] },
 ];
 
