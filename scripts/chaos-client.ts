@@ -21,6 +21,7 @@ import {
   FloeClient,
   FloeRequestError,
   LeaseLostError,
+  LeaseRenewalLateError,
   type WorkerLease,
 } from '../src/client/index.js';
 import {
@@ -224,6 +225,12 @@ async function runLease(lease: WorkerLease, acquiredMono: number): Promise<void>
       if (failure instanceof ClockMovedBackwardsError) {
         stats.backwardsWaits++;
         await sleep(2);
+        continue;
+      }
+      if (failure instanceof LeaseRenewalLateError) {
+        // The last tick before the deadline: the lease renews on (or is lost at its deadline).
+        stats.ceilingWaits++;
+        await sleep(5);
         continue;
       }
       if (failure instanceof CeilingReachedError) {

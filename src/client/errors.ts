@@ -44,6 +44,30 @@ export class LeaseLostError extends FloeClientError {
   }
 }
 
+/**
+ * The lease's generator stopped one tick (plus `maxLeadMs` in borrow mode) before the lease's deadline because no
+ * renewal was acknowledged recently enough, while the lease itself is still valid and still renewing. Transient: retry
+ * shortly; an acknowledged renewal moves the deadline and the generator goes on. If none comes in time the lease is
+ * lost at its deadline and the generator throws `LeaseLostError`. (Until stop 23 this was a `LeaseLostError` that did
+ * not end the lease: a caller that leased again met its own live lease, finding FS-16.)
+ */
+export class LeaseRenewalLateError extends FloeClientError {
+  constructor(
+    readonly app: string,
+    readonly workerId: number,
+    readonly token: number,
+    /** Milliseconds left before the lease's safe deadline (monotonic). */
+    readonly deadlineInMs: number,
+  ) {
+    super(
+      'ERR_LEASE_RENEWAL_LATE',
+      `lease on worker ID ${workerId} of app ${app} (token ${token}): no renewal acknowledged recently enough; the ` +
+        `generator stops one tick before the deadline (${Math.max(0, Math.round(deadlineInMs))} ms away), and the ` +
+        'lease is still renewing: retry shortly',
+    );
+  }
+}
+
 /** The cluster answered with an error that retrying cannot fix (400, 401, 403, 409, 410, 503 pool_exhausted). */
 export class FloeRequestError extends FloeClientError {
   constructor(

@@ -3,7 +3,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { decode } from '../id/index.js';
-import { CacheLockedError, FloeRequestError, FloeUnavailableError, LeaseLostError } from './errors.js';
+import {
+  CacheLockedError,
+  FloeRequestError,
+  FloeUnavailableError,
+  LeaseLostError,
+  LeaseRenewalLateError,
+} from './errors.js';
 import { FloeClient } from './floe-client.js';
 import type { LeaseCacheRecord } from './lease-cache.js';
 import { FakeCluster, FakeTime, leaveDeadLock, settle } from './test-doubles.js';
@@ -174,8 +180,10 @@ describe('WorkerLease: renewals, deadline, bounds', () => {
     expect(l.valid).toBe(true);
     expect(typeof gen.next()).toBe('bigint'); // a tick and a ms before the deadline: still allowed
     await s.time.advance(1);
-    expect(() => gen.next()).toThrow(LeaseLostError);
+    // Inside the last tick before the deadline the lease is still valid: a transient refusal (FS-16).
+    expect(() => gen.next()).toThrow(LeaseRenewalLateError);
     await s.time.advance(1);
+    expect(() => gen.next()).toThrow(LeaseLostError);
     expect(lost).toHaveLength(1);
     expect(lost[0]?.reason).toBe('deadline');
     expect(s.time.t).toBeLessThan(TTL); // before the cluster could reassign the ID

@@ -11,6 +11,7 @@ export {
   FloeUnavailableError,
   LeaseLostError,
   type LeaseLostReason,
+  LeaseRenewalLateError,
   ReplyMismatchError,
 } from './errors.js';
 export {

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, it } from 'vitest';
 import { CeilingReachedError, ClockMovedBackwardsError, decode } from '../id/index.js';
-import { LeaseLostError } from './errors.js';
+import { LeaseLostError, LeaseRenewalLateError } from './errors.js';
 import { FloeClient } from './floe-client.js';
 import type { FetchLike } from './http-transport.js';
 import { FakeCluster, FakeTime } from './test-doubles.js';
@@ -86,6 +86,7 @@ describe('lease generator: deadline and bounds under random schedules (property)
               id = gen.next();
             } catch (e) {
               if (e instanceof CeilingReachedError || e instanceof ClockMovedBackwardsError) return;
+              if (e instanceof LeaseRenewalLateError) return;
               if (!(e instanceof LeaseLostError)) throw e;
               return;
             }

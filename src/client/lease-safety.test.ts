@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CeilingReachedError, defineLayout } from '../id/index.js';
-import { FloeRequestError, LeaseLostError } from './errors.js';
+import { FloeRequestError, LeaseLostError, LeaseRenewalLateError } from './errors.js';
 import { FloeClient, type FloeClientOptions, type LeaseWorkerOptions } from './floe-client.js';
 import type { LeaseCacheRecord } from './lease-cache.js';
 import { FakeCluster, FakeTime, leaveDeadLock } from './test-doubles.js';
@@ -230,7 +230,7 @@ describe('issue 9 item 3: coarse ticks never outlive the deadline', () => {
         last = s.time.t;
         s.time.t += 10;
       }
-    }).toThrow(LeaseLostError);
+    }).toThrow(/^lease on worker ID/); // LeaseRenewalLateError in the last tick, LeaseLostError after the deadline
     expect(last).toBeLessThan(deadline);
   });
 
@@ -247,28 +247,48 @@ describe('issue 9 item 3: coarse ticks never outlive the deadline', () => {
         gen.next(); // two per tick; then it waits (the fake wall clock jumps to the next tick)
         if (s.time.wall.now() - WALL0 >= l.deadlineMono) issuedAfter++;
       }
-    }).toThrow(LeaseLostError);
+    }).toThrow(/^lease on worker ID/);
     expect(issuedAfter).toBe(0);
   });
 
-  it('a generator stopped one tick before the deadline ends its lease, so the caller can lease again (swarm seed 1030)', async () => {
-    // The generator stops a tick before the deadline while the lease is still valid. Before, the lease went on
-    // renewing in the background: a caller that did what LeaseLostError says ("lease again") met its own live lease
-    // (lease_held, or its own cache lock) for as long as the process lived (full simulation, every-client liveness).
+  it('inside the last tick before the deadline the refusal is transient: the lease renews on and the generator resumes (swarm seed 1030)', async () => {
+    // Before (FS-16), the generator threw LeaseLostError here while the lease stayed valid and kept renewing: a caller
+    // that did what the error says ("lease again") met its own live lease (lease_held, or its own cache lock) for as
+    // long as the process lived (full simulation, every-client liveness).
     const s = setup();
     const l = await lease(s, s.client, { ttlMs: 3000, safetyMarginMs: 300, layout: coarse });
     const gen = l.snowflake(coarse);
     s.cluster.leader = undefined; // renewals fail for a while
     await s.time.advance(l.deadlineMono - 500 - s.time.t);
     expect(l.valid).toBe(true); // inside the last tick before the deadline
+    expect(() => gen.next()).toThrow(LeaseRenewalLateError);
+    expect(l.endedBecause).toBeUndefined();
+    s.cluster.leader = s.cluster.hosts[0]; // the cluster is back: the next renewal is acknowledged
+    let renewed = false;
+    l.once('renewed', () => {
+      renewed = true;
+    });
+    for (let i = 0; i < 50 && !renewed; i++) await s.time.advance(10);
+    expect(renewed).toBe(true);
+    expect(l.valid).toBe(true);
+    expect(typeof gen.next()).toBe('bigint');
+  });
+
+  it('past the deadline, before its timer ran (a busy caller), LeaseLostError means the lease has ended: no more renewals', async () => {
+    const s = setup();
+    const l = await lease(s, s.client, { ttlMs: 3000, safetyMarginMs: 300, layout: coarse });
+    const gen = l.snowflake(coarse);
+    s.cluster.leader = undefined;
+    await s.time.advance(l.deadlineMono - 500 - s.time.t);
+    s.time.t += 600; // the event loop is busy: no timer runs across the deadline
     expect(() => gen.next()).toThrow(LeaseLostError);
     expect(l.endedBecause).toBe('deadline');
-    s.cluster.leader = s.cluster.hosts[0]; // the cluster is back
+    s.cluster.leader = s.cluster.hosts[0];
     const renewals = () => s.cluster.requests.filter((r) => r.path.endsWith('/renew')).length;
     await s.time.advance(l.ttlMs); // a renewal already in flight may still retry within its budget; its answer is ignored
     const before = renewals();
     await s.time.advance(5000);
-    expect(renewals()).toBe(before); // the lost lease no longer renews
+    expect(renewals()).toBe(before);
     s.cluster.expire('orders', l.workerId); // so the cluster expires it (no renewal for more than a TTL)
     const again = await lease(s, s.client, { ttlMs: 3000, safetyMarginMs: 300, layout: coarse });
     expect(again.valid).toBe(true);

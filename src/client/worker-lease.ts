@@ -19,6 +19,7 @@ import {
   FloeUnavailableError,
   LeaseLostError,
   type LeaseLostReason,
+  LeaseRenewalLateError,
   ReplyMismatchError,
 } from './errors.js';
 import type { HttpTransport } from './http-transport.js';
@@ -211,8 +212,9 @@ export class WorkerLease extends EventEmitter {
 
   /**
    * The Snowflake generator bound to this lease: worker (and datacenter, when the pool is split) from the lease, floor
-   * at the lease's floor, ceiling at what the cluster committed; it throws `LeaseLostError` once the lease's deadline
-   * passes or the lease is lost or released. Errors of the ID core (e.g. `CeilingReachedError` when renewals keep
+   * at the lease's floor, ceiling at what the cluster committed; it throws `LeaseRenewalLateError` (transient) inside
+   * the last tick before the deadline while the lease is still valid, and `LeaseLostError` once the deadline passes or
+   * the lease is lost or released (the lease has ended by then). Errors of the ID core (e.g. `CeilingReachedError` when renewals keep
    * failing, `ClockMovedBackwardsError`) pass through.
    *
    * One generator per lease: two generators on one worker ID would issue the same IDs. Calling it again with the
@@ -290,9 +292,13 @@ export class WorkerLease extends EventEmitter {
         // `now` is the generator's clock (wall + lead): the wall deadline is checked on the same reading.
         const span = bugOn('client-no-tick-margin') ? 0 : spanMs;
         if (!(m < this.deadline - span) || !(now - lead < this.deadlineWall - span)) {
-          // The generator has stopped: so has the lease (no more renewals). Before, a lease still valid inside its
-          // last tick kept renewing, and a caller that leased again, as LeaseLostError says, met its own live lease
-          // for as long as the process lived (full simulation, every-client liveness, swarm seed 1030).
+          // Inside the last tick before a deadline that has not passed: the lease is valid and still renewing, so the
+          // refusal is transient. A LeaseLostError here made callers lease again while this lease renewed on, and meet
+          // it as lease_held for ever (FS-16, swarm seed 1030).
+          if (this.lostReason === undefined && m < this.deadline && now - lead < this.deadlineWall) {
+            throw new LeaseRenewalLateError(this.app, this.workerId, this.token, this.deadline - m);
+          }
+          // Past the deadline (its timer has not run yet: a busy caller): the lease ends now, before anyone is told.
           this.end('deadline', this.lostError().message, true);
           throw this.lostError();
         }

@@ -36,11 +36,10 @@ export interface LeaseClientSettings {
   acquireTimeoutMs?: number;
   /**
    * The SDK's `safetyMarginMs` (undefined: its default). Set only by the `coarse` profile, whose hosts then also keep
-   * their generator options inside what the SDK accepts for that margin, and keep a lease whose generator stopped one
-   * tick before the deadline while the lease itself is still valid. The generator then throws `LeaseLostError` (reason
-   * `deadline`) although the lease renews on in the background; a service that drops it and leases again gets
-   * `lease_held` for as long as the process lives (very likely finding FS-5, with 1 s ticks and a 2 s TTL; not
-   * replayed). The other profiles keep the old behaviour (their runs must not change).
+   * their generator options inside what the SDK accepts for that margin. (Its hosts also kept a lease whose generator
+   * threw `LeaseLostError` one tick before the deadline while the lease was valid: FS-16, where the lease renewed on
+   * and a service that leased again met it as `lease_held`. Since the fix that refusal is `LeaseRenewalLateError`,
+   * retried like any transient one, and `LeaseLostError` means the lease has ended.)
    */
   safetyMarginMs?: number;
 }
@@ -296,13 +295,8 @@ export class LeaseClientHost {
         }
       } catch (err) {
         const name = (err as Error).name;
-        if (name === 'LeaseLostError') {
-          // The generator stops one tick before the deadline; the lease may still renew (see safetyMarginMs above).
-          if (s.safetyMarginMs === undefined || lease.endedBecause !== undefined || !lease.valid) return;
-          w.trace(`${proc.name} generator stopped before the deadline; the lease is still valid`);
-          continue;
-        }
-        // Renewals are late (ceiling) or the wall clock stepped back: try again later.
+        if (name === 'LeaseLostError') return;
+        // Renewals are late (LeaseRenewalLateError, ceiling) or the wall clock stepped back: try again later.
         w.trace(`${proc.name} generator: ${errText(err).slice(0, 160)}`);
         if (!lease.valid) return;
         continue;
