@@ -1059,20 +1059,30 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     this.snapshotting = true;
     try {
       const index = this.applied;
-      const data = pack([this.members.encode(), this.sm.snapshot()]);
-      await this.storage.createSnapshot(index, this.conf, data);
+      let data: Uint8Array;
+      try {
+        data = pack([this.members.encode(), this.sm.snapshot()]);
+      } catch (err) {
+        // Nothing reached the disk: the node runs on without this snapshot (the log keeps growing).
+        this.log.error({ err: String(err) }, 'snapshot failed: the state could not be encoded');
+        return;
+      }
+      try {
+        await this.storage.createSnapshot(index, this.conf, data);
+      } catch (err) {
+        // A refused snapshot (a usage error) or a storage closed by stop() changes nothing on disk. Anything else is
+        // a failed write or fsync: the node must stop, as after a failed save (full simulation's fail-stop oracle,
+        // swarm seeds 1067, 1107, 1125: the node went on sending heartbeats and read rounds).
+        if (err instanceof StorageUsageError || err instanceof StorageClosedError) {
+          this.log.error({ err: String(err) }, 'snapshot failed');
+        } else {
+          this.failStop('snapshot', err);
+        }
+        return;
+      }
       this.snapshotIndex = index;
       this.stats.snapshots++;
       this.log.info({ index, bytes: data.length }, 'snapshot taken');
-    } catch (err) {
-      // A refused snapshot (a usage error) or a storage closed by stop() changes nothing on disk. Anything else is a
-      // failed write or fsync: the node must stop, as after a failed save (full simulation's fail-stop oracle, swarm
-      // seeds 1067, 1107, 1125: the node went on sending heartbeats and read rounds).
-      if (err instanceof StorageUsageError || err instanceof StorageClosedError) {
-        this.log.error({ err: String(err) }, 'snapshot failed');
-      } else {
-        this.failStop('snapshot', err);
-      }
     } finally {
       this.snapshotting = false;
     }
