@@ -7,10 +7,12 @@ async function firstFailure(
   opts: Omit<FullSimOptions, 'seed'>,
   seeds: number,
   start = 1,
+  kinds?: RegExp,
 ): Promise<{ seed: number; kind: string; detail: string } | undefined> {
   for (let seed = start; seed < start + seeds; seed++) {
     const r = await runFullSim({ ...opts, seed });
-    if (r.failure) return { seed, kind: r.failure.kind, detail: r.failure.detail };
+    if (r.failure && (kinds === undefined || kinds.test(r.failure.kind)))
+      return { seed, kind: r.failure.kind, detail: r.failure.detail };
   }
   return undefined;
 }
@@ -19,7 +21,14 @@ describe('the full-stack simulator finds re-introduced bugs', () => {
   it('issue 9 item 2: processes sharing an incarnation and requestId get one lease twice', {
     timeout: 300_000,
   }, async () => {
-    const f = await firstFailure({ profile: 'clients', bugs: ['client-shared-incarnation'] }, 10);
+    // Since every client's liveness is checked (stop 23), some seeds fail first as `liveness` (clients refused for
+    // ever after the mix-up: seeds 1, 5); the first safety failure is seed 3.
+    const f = await firstFailure(
+      { profile: 'clients', bugs: ['client-shared-incarnation'] },
+      10,
+      1,
+      /duplicate-id|lease-overlap/,
+    );
     expect(f?.kind).toMatch(/duplicate-id|lease-overlap/);
   });
 
