@@ -1,7 +1,13 @@
 // The client SDK against real node processes (`npm run build` first): leader finding, failover, release, and the
 // deadline stop when the whole cluster goes silent.
 import { afterEach, describe, expect, it } from 'vitest';
-import { FloeClient, hrtimeMonotonic, LeaseLostError, type LeaseSnowflake } from '../../src/client/index.js';
+import {
+  FloeClient,
+  hrtimeMonotonic,
+  LeaseLostError,
+  LeaseRenewalLateError,
+  type LeaseSnowflake,
+} from '../../src/client/index.js';
 import { decode } from '../../src/id/index.js';
 import { Cluster, waitForLeader } from './harness.js';
 
@@ -76,11 +82,19 @@ describe('client SDK on a real cluster', () => {
     let lastOkMono = 0;
     let thrown: unknown;
     let thrownAt = 0;
+    let firstRefusalAt = 0;
     try {
       for (;;) {
         for (let i = 0; i < 1000; i++) {
-          gen.next();
-          lastOkMono = hrtimeMonotonic();
+          try {
+            gen.next();
+            lastOkMono = hrtimeMonotonic();
+          } catch (e) {
+            // Inside the last tick before the deadline the lease is still valid: a transient refusal (FS-16).
+            if (!(e instanceof LeaseRenewalLateError)) throw e;
+            if (firstRefusalAt === 0) firstRefusalAt = hrtimeMonotonic();
+            break;
+          }
         }
         await tick();
       }
@@ -99,7 +113,8 @@ describe('client SDK on a real cluster', () => {
     expect(gen.lastCheckMono).toBeLessThan(deadline - 1);
     expect(lastOkMono).toBeLessThan(deadline + 5);
     // The wall-clock deadline (whole ms) may stop it up to another ms earlier: early is safe.
-    expect(thrownAt).toBeGreaterThanOrEqual(deadline - 2);
+    expect(firstRefusalAt || thrownAt).toBeGreaterThanOrEqual(deadline - 2);
+    expect(thrownAt).toBeGreaterThanOrEqual(firstRefusalAt);
     // The deadline is at most TTL minus the margin after the pause began: the cluster cannot have reassigned the ID.
     expect(deadline).toBeLessThanOrEqual(pausedAt + ttlMs - (ttlMs / 10 + 100));
   }, 120_000);
