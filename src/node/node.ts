@@ -256,7 +256,8 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
       // with a committed one, a commit beyond the log: durability was lost somewhere). A throw
       // may also have left the core half-updated. Either way the only safe answer is to stop,
       // as etcd does; a restart recovers from what is on disk.
-      if (isRefusal(err)) {
+      if (isRefusal(err) || bugOn('step-error-logged')) {
+        // Test-only ('step-error-logged'): any step error is only logged, as before issue 9 item 6.
         this.log.warn({ err: String(err), type: msg.type, from: msg.from }, 'raft refused a peer message');
       } else {
         this.failStop(`step of a ${msg.type} message from node ${msg.from}`, err);
@@ -393,7 +394,10 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
   linearizableRead(): Promise<void> {
     if (this.stoppedReason) return Promise.reject(new NodeStoppedError(this.stoppedReason));
     if (this.lead === NONE) return Promise.reject(new NotLeaderError(this.id, undefined));
-    const ctx = pack([this.id, this.incarnation, ++this.readSeq]);
+    // Test-only ('read-context-per-process'): the old context, [node id, per-process counter], without the incarnation.
+    const ctx = bugOn('read-context-per-process')
+      ? pack([this.id, ++this.readSeq])
+      : pack([this.id, this.incarnation, ++this.readSeq]);
     // The core may refuse at once (our cached leader is stale): nothing is armed before it accepts.
     const armFirst = bugOn('tick-without-catch');
     try {
@@ -871,6 +875,13 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
       try {
         env = decodeEnvelope(e.data);
       } catch (err) {
+        if (bugOn('undecodable-entry-skipped')) {
+          // Test-only: the old skip, as before issue 9 item 6 (this replica's state may now diverge).
+          this.log.error({ index: e.index, err: String(err) }, 'undecodable log entry skipped');
+          this.applied = e.index;
+          this.stats.applied++;
+          return;
+        }
         throw new Error(
           `committed entry ${e.index} (term ${e.term}) cannot be decoded (${String(err)}); stopping so that this replica does not diverge`,
         );

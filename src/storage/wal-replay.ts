@@ -12,7 +12,14 @@ import {
   type SegmentHeader,
   type SnapshotMarker,
 } from './payload.js';
-import { checkPreamble, RecordType, readFrame, SEGMENT_PREAMBLE_BYTES, segmentFormat } from './record.js';
+import {
+  checkPreamble,
+  FRAME_HEADER_BYTES,
+  RecordType,
+  readFrame,
+  SEGMENT_PREAMBLE_BYTES,
+  segmentFormat,
+} from './record.js';
 
 /** A segment file: `<seq as 16 hex digits>-<firstIndex as 16 hex digits>.wal`. */
 export interface SegmentRef {
@@ -113,6 +120,10 @@ export class WalReplayer {
         return undefined;
       }
       if (fr.kind === 'incomplete' && isLast && !first) {
+        // Test-only ('wal-torn-frame-shaped-refused'): the old rule, torn only if no valid frame follows.
+        if (bugOn('wal-torn-frame-shaped-refused') && validFrameAfter(buf, offset + 1)) {
+          throw new WalCorruptionError(ref.name, offset, `${fr.reason}, and a valid frame follows it`);
+        }
         return { file: ref.name, offset, fileBytes: buf.length, reason: fr.reason };
       }
       // Test-only: the issue-9 bug, a complete frame that fails its checksum cut as if torn, unfenced.
@@ -291,4 +302,12 @@ function sameMarker(a: SnapshotMarker, b: SnapshotMarker): boolean {
 export function sameConf(a: ConfState, b: ConfState): boolean {
   const eq = (x: number[], y: number[]) => x.length === y.length && x.every((v, i) => v === y[i]);
   return eq(a.voters, b.voters) && eq(a.learners, b.learners);
+}
+
+/** Test-only ('wal-torn-frame-shaped-refused'): whether a complete, valid frame starts anywhere at or after `from`. */
+function validFrameAfter(buf: Buffer, from: number): boolean {
+  for (let o = from; o + FRAME_HEADER_BYTES <= buf.length; o++) {
+    if (readFrame(buf, o).kind === 'ok') return true;
+  }
+  return false;
 }

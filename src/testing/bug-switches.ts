@@ -35,6 +35,16 @@
  *   although the kernel dropped its data (the fsyncgate mistake; the failure model says fail-stop).
  * - `wal-skip-crc` (issue 10, bit flips in written data): the WAL reader does not check a frame's payload checksum, so
  *   a record whose bytes changed on the write path or at rest is decoded and used instead of refused.
+ * - `read-context-per-process` (issue 9 item 1): a linearizable read's context is [node id, per-process counter], with
+ *   no incarnation, so it repeats after a restart and a late ReadIndex answer to an earlier process's read can release
+ *   a new read at an older index (a stale read).
+ * - `wal-torn-frame-shaped-refused` (issue 9 item 7): an incomplete frame at the WAL's tail is cut as torn only when
+ *   no valid frame starts anywhere after its first byte, so a torn, never-acknowledged record whose payload holds
+ *   frame-shaped bytes is refused as corruption and the node does not start.
+ * - `step-error-logged` (issue 9 item 6): an error the Raft core throws from `step` (an entry conflicting with a
+ *   committed one, a commit index beyond the log: durability was lost) is only logged, and the node runs on.
+ * - `undecodable-entry-skipped` (issue 9 item 6): a committed entry whose envelope cannot be decoded is skipped (logged,
+ *   counted as applied) instead of stopping the node, so this replica's state may diverge from the others'.
  */
 export const BUG_SWITCHES = [
   'client-two-generators',
@@ -50,6 +60,10 @@ export const BUG_SWITCHES = [
   'snowflake-unbounded-generator',
   'wal-retry-failed-fsync',
   'wal-skip-crc',
+  'read-context-per-process',
+  'wal-torn-frame-shaped-refused',
+  'step-error-logged',
+  'undecodable-entry-skipped',
 ] as const;
 export type BugSwitch = (typeof BUG_SWITCHES)[number];
 
