@@ -264,11 +264,11 @@ describe('the full-stack simulator and the issue-9 switches', () => {
   it('6c with wal-cut-complete-frame: the follower that lost its tail no longer halts, and never catches up', {
     timeout: 120_000,
   }, async () => {
-    const fixed = await runFullSim({ seed: 22, profile: 'disk', bugs: ['wal-cut-complete-frame'] });
+    const fixed = await runFullSim({ seed: 24, profile: 'disk', bugs: ['wal-cut-complete-frame'] });
     expect(fixed.failure?.kind).toBe('process-crash');
     expect(fixed.failure?.detail).toMatch(/commit \d+ is beyond the last index/);
     const logged = await runFullSim({
-      seed: 22,
+      seed: 24,
       profile: 'disk',
       bugs: ['wal-cut-complete-frame', 'step-error-logged'],
     });
