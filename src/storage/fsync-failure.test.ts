@@ -301,7 +301,11 @@ describe('a failed directory fsync while compaction deletes WAL segments (full s
     expect(s.segmentNames().length).toBeGreaterThan(1);
     let failedDirSyncs = 0;
     fs.faults = {
-      syncError: (p) => (p.endsWith('/wal') ? (failedDirSyncs++, 'EIO') : undefined),
+      syncError: (p) => {
+        if (!p.endsWith('/wal')) return undefined;
+        failedDirSyncs++;
+        return 'EIO';
+      },
     };
     await expect(s.createSnapshot(60, CONF, new Uint8Array([1]))).rejects.toBeInstanceOf(StorageFailedError);
     expect(failedDirSyncs).toBe(1);
