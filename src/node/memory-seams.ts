@@ -1,7 +1,7 @@
 // In-memory twins of the node's seams, for tests of the runtime without disks or sockets.
 import { MemoryStorage } from '../raft/memory-storage.js';
 import type { ConfState, Entry, HardState, Message, NodeId, Snapshot } from '../raft/types.js';
-import { checkEntries } from '../storage/durable-storage.js';
+import { checkEntries, checkSnapshotIndex } from '../storage/durable-storage.js';
 import { StorageConfigError, StorageFailedError, StorageUsageError } from '../storage/errors.js';
 import type { NodeStorage, NodeTransport, TransportSink } from './seams.js';
 
@@ -166,21 +166,9 @@ export class MemoryNodeStorage implements NodeStorage {
     if (this.crashed) return never();
     if (this.failure) throw this.failure;
     if (index === this.pendingSnapIndex) return;
-    if (index < this.pendingSnapIndex) {
-      throw new StorageUsageError(
-        `snapshot at index ${index} is older than the current snapshot (${this.pendingSnapIndex})`,
-      );
-    }
     const m = this.storage;
-    if (index > m.lastIndex()) {
-      throw new StorageUsageError(`cannot snapshot at ${index}: the durable log ends at ${m.lastIndex()}`);
-    }
-    const commit = m.hardState().commit;
-    if (index > commit) {
-      throw new StorageUsageError(
-        `cannot snapshot at ${index}: only entries up to the commit index ${commit} may be snapshotted`,
-      );
-    }
+    const problem = checkSnapshotIndex(index, this.pendingSnapIndex, m.lastIndex(), m.hardState().commit);
+    if (problem) throw new StorageUsageError(problem);
     this.pendingSnapIndex = index;
     if (index > this.rewriteFloor) this.rewriteFloor = index;
     const held = this.write({

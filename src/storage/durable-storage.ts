@@ -329,21 +329,9 @@ export class DurableStorage implements NodeStorage {
   }
 
   private termForSnapshot(index: number): number {
-    if (index < this.pendingSnapIndex) {
-      throw new StorageUsageError(
-        `snapshot at index ${index} is older than the current snapshot (${this.pendingSnapIndex})`,
-      );
-    }
     const m = this.mem;
-    if (index > m.lastIndex()) {
-      throw new StorageUsageError(`cannot snapshot at ${index}: the durable log ends at ${m.lastIndex()}`);
-    }
-    const commit = m.hardState().commit;
-    if (index > commit) {
-      throw new StorageUsageError(
-        `cannot snapshot at ${index}: only entries up to the commit index ${commit} may be snapshotted`,
-      );
-    }
+    const problem = checkSnapshotIndex(index, this.pendingSnapIndex, m.lastIndex(), m.hardState().commit);
+    if (problem) throw new StorageUsageError(problem);
     return m.term(index);
   }
 
@@ -567,4 +555,18 @@ function checkConf(c: ConfState): void {
 
 function sortedConf(c: ConfState): ConfState {
   return { voters: [...c.voters].sort((a, b) => a - b), learners: [...c.learners].sort((a, b) => a - b) };
+}
+
+/** Why a local snapshot at `index` cannot be taken (older than the current one, past the durable log or the commit). */
+export function checkSnapshotIndex(
+  index: number,
+  current: number,
+  lastIndex: number,
+  commit: number,
+): string | undefined {
+  if (index < current) return `snapshot at index ${index} is older than the current snapshot (${current})`;
+  if (index > lastIndex) return `cannot snapshot at ${index}: the durable log ends at ${lastIndex}`;
+  if (index > commit)
+    return `cannot snapshot at ${index}: only entries up to the commit index ${commit} may be snapshotted`;
+  return undefined;
 }
