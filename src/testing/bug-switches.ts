@@ -26,7 +26,7 @@
  * - `tick-without-catch` (issue 9 item 6): the node's tick timer lets an exception escape (the process dies instead
  *   of stopping with its reason), and `linearizableRead` arms its timeout before the core accepts the read, so a
  *   read the core refuses at once (a stale cached leader) leaves an orphaned promise that rejects later, unhandled.
- * - `transport-no-frame-crc` (issue 10): the peer transport's frame decoder does not check the frame checksum, so bytes
+ * - `transport-no-frame-crc` (issue 10): the peer transport's frame decoder checks neither the frame checksum nor the length's, so bytes
  *   corrupted in transit past TCP's checksum reach Raft as a different message (wire version 1 had no checksum).
  * - `snowflake-unbounded-generator` (issue 10, server-side Snowflake): a node's `SnowflakeService` issues IDs from a
  *   plain generator on its leased worker ID and the lease's clock, without the lease's floor (the worker's high-water

@@ -52,7 +52,7 @@ import { ProtocolError } from './errors.js';
  * The Raft types may grow: WIRE_FIELDS below lists every field the schema carries, and the type check
  * under it stops the build when a message, entry or snapshot type gains a field the wire would drop.
  */
-export const WIRE_VERSION = 2;
+export const WIRE_VERSION = 3;
 
 // useRecords false: plain msgpack, no shared state. copyBuffers: every decoded Uint8Array owns its
 // bytes, so an entry kept in the Raft log never pins a whole 64 KiB socket read in memory.

@@ -1,3 +1,4 @@
+import { crc32c } from '@node-rs/crc32';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ProtocolError } from './errors.js';
@@ -8,6 +9,14 @@ import {
   FrameDecoder,
   type FrameKindCode,
 } from './frame.js';
+
+/** A frame's 8-byte prefix for length L, with L's checksum right (what a well-behaved peer sends). */
+function prefix(length: number): Buffer {
+  const b = Buffer.alloc(8);
+  b.writeUInt32BE(length, 0);
+  b.writeUInt32BE(crc32c(b.subarray(0, 4)) >>> 0, 4);
+  return b;
+}
 
 function decodeAll(decoder: FrameDecoder, pieces: Buffer[]): { kind: number; payload: number[] }[] {
   const out: { kind: number; payload: number[] }[] = [];
@@ -64,11 +73,9 @@ describe('frame codec', () => {
     expect(Buffer.concat(pieces)).toEqual(encodeFrame(10, payload));
   });
 
-  it('rejects an oversized length prefix as soon as the 4 prefix bytes arrive, before any payload', () => {
-    const decoder = new FrameDecoder(1024);
-    const prefix = Buffer.from([0xff, 0xff, 0xff, 0xff]);
-    expect(() => decoder.push(prefix, () => {})).toThrow(ProtocolError);
-    expect(() => new FrameDecoder(1024).push(Buffer.from([0, 0, 4, 1]), () => {})).toThrow(
+  it('rejects an oversized length prefix as soon as the 8 prefix bytes arrive, before any payload', () => {
+    expect(() => new FrameDecoder(1024).push(prefix(0xffffffff), () => {})).toThrow(ProtocolError);
+    expect(() => new FrameDecoder(1024).push(prefix(1025), () => {})).toThrow(
       /1025 exceeds the limit of 1024/,
     );
   });
@@ -81,9 +88,29 @@ describe('frame codec', () => {
   });
 
   it('rejects a zero length prefix (a frame has at least its kind byte)', () => {
-    expect(() => new FrameDecoder(1024).push(Buffer.from([0, 0, 0, 0]), () => {})).toThrow(
-      /length prefix is 0/,
+    expect(() => new FrameDecoder(1024).push(prefix(0), () => {})).toThrow(/length prefix is 0/);
+  });
+
+  // Regression (FS-17, full-stack simulator, swarm seed 700648): a corrupted length prefix that still fit under the
+  // limit left the receiver waiting for a body that never came, deaf to its peer until the idle timeout (10 s): no
+  // leader for 10 s after healing. The length's own checksum refuses it at once.
+  it('refuses a length prefix corrupted to any value under the limit as soon as its 8 bytes arrive', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 1000 }), fc.integer({ min: 0, max: 31 }), (len, bit) => {
+        const frame = Buffer.from(encodeFrame(8, new Uint8Array(len - 1)));
+        frame.writeUInt32BE((frame.readUInt32BE(0) ^ (1 << bit)) >>> 0, 0);
+        // Only the prefix has arrived: a receiver that trusted it would wait for the body.
+        expect(() => new FrameDecoder(1 << 30).push(frame.subarray(0, 8), () => {})).toThrow(
+          /frame length checksum mismatch/,
+        );
+      }),
+      { numRuns: 500 },
     );
+  });
+
+  it('refuses a frame of the previous wire version (no length checksum) at its first 8 bytes', () => {
+    const v2 = Buffer.concat([Buffer.from([0, 0, 0, 6, 1]), Buffer.from('hello'), Buffer.alloc(4)]);
+    expect(() => new FrameDecoder(1024).push(v2, () => {})).toThrow(/another wire version/);
   });
 
   // Regression (found by the full-stack simulator, peer-corrupt-delivered): a frame corrupted in transit past TCP's

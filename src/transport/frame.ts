@@ -3,16 +3,18 @@ import { bugOn } from '../testing/bug-switches.js';
 import { ProtocolError } from './errors.js';
 
 /**
- * Wire framing: every frame is
+ * Wire framing (wire version 3): every frame is
  *
- *   u32 big-endian length L | u8 kind | L-1 bytes of payload | u32 big-endian crc32c(kind ‖ payload)
+ *   u32 big-endian length L | u32 big-endian crc32c(L's 4 bytes) | u8 kind | L-1 bytes of payload |
+ *   u32 big-endian crc32c(kind ‖ payload)
  *
- * L counts the kind byte and the payload, so L >= 1. The receiver checks L against its limit before
- * buffering anything beyond the 4-byte prefix, so a hostile length can never make it allocate. The
- * CRC-32C trailer (since wire version 2) catches bytes corrupted in transit that TCP's 16-bit checksum
- * let through: a frame that fails it closes the connection and is never delivered. A corrupted length
- * prefix either exceeds the limit, or makes the receiver take a wrong span whose checksum fails, or
- * leaves it waiting for bytes that never come (then the idle timeout closes the connection).
+ * L counts the kind byte and the payload, so L >= 1. The receiver checks L's own checksum, then L against its
+ * limit, before buffering anything beyond the 8-byte prefix, so a hostile length can never make it allocate. The
+ * CRC-32C trailer (since wire version 2) catches bytes corrupted in transit that TCP's 16-bit checksum let through:
+ * a frame that fails it closes the connection and is never delivered. The length's checksum (since version 3)
+ * catches a corrupted length at once: before it, a length bent to a value under the limit left the receiver waiting
+ * for bytes that never came, deaf to its peer until the idle timeout (10 s) closed the connection (finding FS-17,
+ * full-stack simulator, swarm seed 700648: no leader for 10 s after healing).
  */
 export const FrameKind = {
   /** dialer → listener: version, cluster id, both node ids, channel, dialer nonce. */
@@ -43,18 +45,25 @@ export const FrameKind = {
 
 export type FrameKindCode = (typeof FrameKind)[keyof typeof FrameKind];
 
-export const FRAME_HEADER_BYTES = 5;
+export const FRAME_HEADER_BYTES = 9;
 export const FRAME_TRAILER_BYTES = 4;
 const LENGTH_BYTES = 4;
+/** The length and its checksum: what the receiver checks before it waits for a frame's body. */
+const PREFIX_BYTES = 8;
+
+function writePrefix(into: Buffer, length: number): void {
+  into.writeUInt32BE(length, 0);
+  into.writeUInt32BE(crc32c(into.subarray(0, LENGTH_BYTES)) >>> 0, LENGTH_BYTES);
+}
 
 /** Builds one frame in a single buffer (one copy of the payload, one socket write). */
 export function encodeFrame(kind: FrameKindCode, payload: Uint8Array = EMPTY): Buffer {
   const end = FRAME_HEADER_BYTES + payload.length;
   const frame = Buffer.allocUnsafe(end + FRAME_TRAILER_BYTES);
-  frame.writeUInt32BE(1 + payload.length, 0);
-  frame[LENGTH_BYTES] = kind;
+  writePrefix(frame, 1 + payload.length);
+  frame[PREFIX_BYTES] = kind;
   frame.set(payload, FRAME_HEADER_BYTES);
-  frame.writeUInt32BE(crc32c(frame.subarray(LENGTH_BYTES, end)) >>> 0, end);
+  frame.writeUInt32BE(crc32c(frame.subarray(PREFIX_BYTES, end)) >>> 0, end);
   return frame;
 }
 
@@ -70,11 +79,11 @@ export function encodeFrameTrailer(kind: FrameKindCode, ...parts: Uint8Array[]):
   return trailer;
 }
 
-/** The 5-byte header of a frame whose payload is written separately (snapshot chunks: no copy); the trailer follows it. */
+/** The 9-byte header of a frame whose payload is written separately (snapshot chunks: no copy); the trailer follows it. */
 export function encodeFrameHeader(kind: FrameKindCode, payloadBytes: number): Buffer {
   const header = Buffer.allocUnsafe(FRAME_HEADER_BYTES);
-  header.writeUInt32BE(1 + payloadBytes, 0);
-  header[LENGTH_BYTES] = kind;
+  writePrefix(header, 1 + payloadBytes);
+  header[PREFIX_BYTES] = kind;
   return header;
 }
 
@@ -102,7 +111,7 @@ export class FrameDecoder {
 
   /**
    * Feeds received bytes and calls onFrame for every complete frame, in order. Throws ProtocolError on
-   * a zero or oversized length prefix or a CRC-32C trailer that does not match (nothing of that frame is delivered;
+   * a length whose checksum fails, a zero or oversized length, or a CRC-32C trailer that does not match (nothing of that frame is delivered;
    * frames before it in the same chunk passed their own check and were); the caller must then close the connection (the decoder is
    * left unusable). Exceptions from onFrame propagate and leave the remaining bytes buffered.
    */
@@ -110,8 +119,18 @@ export class FrameDecoder {
     if (chunk.length === 0) return;
     this.chunks.push(chunk);
     this.buffered += chunk.length;
-    while (this.buffered >= LENGTH_BYTES) {
-      const length = this.peekLength();
+    while (this.buffered >= PREFIX_BYTES) {
+      const prefix = this.peekPrefix();
+      const length = prefix.readUInt32BE(0);
+      if (
+        crc32c(prefix.subarray(0, LENGTH_BYTES)) >>> 0 !== prefix.readUInt32BE(LENGTH_BYTES) &&
+        !bugOn('transport-no-frame-crc')
+      ) {
+        throw new ProtocolError(
+          `frame length checksum mismatch (length prefix reads ${length}): corrupted in transit, or a peer ` +
+            `of another wire version`,
+        );
+      }
       if (length === 0)
         throw new ProtocolError('frame length prefix is 0; a frame holds at least its kind byte');
       if (length > this.maxFrameBytes) {
@@ -119,8 +138,8 @@ export class FrameDecoder {
           `frame length prefix ${length} exceeds the limit of ${this.maxFrameBytes} bytes (maxFrameBytes)`,
         );
       }
-      if (this.buffered < LENGTH_BYTES + length + FRAME_TRAILER_BYTES) return;
-      this.skip(LENGTH_BYTES);
+      if (this.buffered < PREFIX_BYTES + length + FRAME_TRAILER_BYTES) return;
+      this.skip(PREFIX_BYTES);
       const frame = this.take(length);
       const expected = this.take(FRAME_TRAILER_BYTES).readUInt32BE(0);
       if (crc32c(frame) >>> 0 !== expected && !bugOn('transport-no-frame-crc')) {
@@ -132,18 +151,17 @@ export class FrameDecoder {
     }
   }
 
-  private peekLength(): number {
+  /** The first 8 buffered bytes (length and its checksum), without consuming them. */
+  private peekPrefix(): Buffer {
     const first = this.chunks[0]!;
-    if (first.length - this.head >= LENGTH_BYTES) return first.readUInt32BE(this.head);
-    let value = 0;
+    if (first.length - this.head >= PREFIX_BYTES) return first.subarray(this.head, this.head + PREFIX_BYTES);
+    const out = Buffer.allocUnsafe(PREFIX_BYTES);
     let got = 0;
-    for (let i = 0; got < LENGTH_BYTES; i++) {
+    for (let i = 0; got < PREFIX_BYTES; i++) {
       const c = this.chunks[i]!;
-      for (let j = i === 0 ? this.head : 0; j < c.length && got < LENGTH_BYTES; j++, got++) {
-        value = value * 256 + c[j]!;
-      }
+      for (let j = i === 0 ? this.head : 0; j < c.length && got < PREFIX_BYTES; j++) out[got++] = c[j]!;
     }
-    return value;
+    return out;
   }
 
   private skip(n: number): void {

@@ -6,7 +6,7 @@ import type { HeartbeatMessage, Message, NodeId, SnapshotMessage } from '../raft
 import { acceptHandshake } from './accept.js';
 import { encodeMessage, messageToTuple, pack, WIRE_VERSION } from './codec.js';
 import { dialPeer } from './dial.js';
-import { encodeFrame, FrameDecoder, FrameKind, type FrameKindCode } from './frame.js';
+import { encodeFrame, encodeFrameHeader, FrameDecoder, FrameKind, type FrameKindCode } from './frame.js';
 import { FramedSocket } from './framed-socket.js';
 import { encodeAuth, encodeHello, HANDSHAKE_MAX_FRAME_BYTES, newNonce, secretKey } from './handshake.js';
 import { defaultSocketFactory, type SocketFactory } from './socket-factory.js';
@@ -439,7 +439,7 @@ describe('PeerTransport: hostile input', () => {
     const garbage = await rawClient(b.t.address.port);
     garbage.socket.write(Buffer.from('GET / HTTP/1.1\r\nHost: x\r\n\r\n'));
     const huge = await rawClient(b.t.address.port);
-    huge.socket.write(Buffer.from([0xff, 0xff, 0xff, 0xff, 1]));
+    huge.socket.write(Buffer.alloc(8, 0xff));
     await waitFor([garbage.events, huge.events], () => garbage.isClosed() && huge.isClosed(), 'both closes');
     expect(b.t.stats().rejectedByReason.protocol).toBe(2);
     a.t.send([heartbeat(1, 2, 1)]);
@@ -451,7 +451,7 @@ describe('PeerTransport: hostile input', () => {
     b.t.addPeer(3, `127.0.0.1:${await deadPort()}`);
     const hb = heartbeat(3, 2, 1);
     const badFrames: [string, Buffer][] = [
-      ['oversized length prefix', Buffer.from([0x00, 0x40, 0x00, 0x01, FrameKind.message])], // 4 MiB + 1
+      ['oversized length prefix', encodeFrameHeader(FrameKind.message, 4 * 1024 * 1024)], // L = 4 MiB + 1
       ['invalid msgpack', encodeFrame(FrameKind.message, Buffer.from([0xc1, 0xc1]))],
       ['unknown message type', encodeFrame(FrameKind.message, pack([77, 3, 2, 1]))],
       ['missing fields', encodeFrame(FrameKind.message, pack(messageToTuple(hb).slice(0, 5)))],
