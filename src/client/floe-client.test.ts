@@ -100,6 +100,41 @@ describe('FloeClient: finding the leader and retrying', () => {
     expect(s.cluster.nextToken).toBe(11);
   });
 
+  // Regression (FS-17, full-stack simulator, swarm seed 702682): an acquire whose grant's every answer was lost gave
+  // up, and each later acquire of the process, under a fresh requestId, met that unused lease (409 lease_held) until
+  // it expired: on a lossy network the same thing happened again at the next grant, and the service never ran.
+  it('sends the requestId of an acquire that got no answer with the next acquire, and gets the lease it left', async () => {
+    const s = setup();
+    s.cluster.faults.push('applyThenDrop', ...Array<'network'>(50).fill('network'));
+    await expect(lease(s, { acquireTimeoutMs: 200 })).rejects.toBeInstanceOf(FloeUnavailableError);
+    expect(s.cluster.lease('orders', 0)?.live).toBe(true); // granted, and nobody knows its token
+    s.cluster.faults.length = 0;
+    const l = await lease(s, { acquireTimeoutMs: 1000 });
+    expect(l.token).toBe(10); // the grant the first call left, answered as a retry
+    expect(s.cluster.nextToken).toBe(11);
+    const ids = new Set(
+      s.cluster.requests.filter((r) => r.path.endsWith('/acquire')).map((r) => r.body.requestId),
+    );
+    expect(ids.size).toBe(1);
+    // A call that got an answer carries nothing: the next acquire (after a release) is a fresh request.
+    await l.release();
+    const m = await lease(s);
+    expect(m.token).toBe(11);
+    expect(s.cluster.requests.at(-1)?.body.requestId).not.toBe([...ids][0]);
+    await m.release();
+  });
+
+  it('carries no requestId the caller chose, nor one asked with another TTL', async () => {
+    const s = setup();
+    s.cluster.faults.push('applyThenDrop', ...Array<'network'>(50).fill('network'));
+    await expect(lease(s, { acquireTimeoutMs: 200 })).rejects.toBeInstanceOf(FloeUnavailableError);
+    s.cluster.faults.length = 0;
+    const first = s.cluster.requests[0]?.body.requestId;
+    const err = await lease(s, { acquireTimeoutMs: 600, ttlMs: TTL * 2 }).catch((e: unknown) => e);
+    expect((err as FloeRequestError).serverCode).toBe('lease_held');
+    expect(s.cluster.requests.at(-1)?.body.requestId).not.toBe(first);
+  });
+
   it('gives up with FloeUnavailableError after the acquire budget, and reports final errors at once', async () => {
     const s = setup();
     s.cluster.leader = undefined;

@@ -14,7 +14,7 @@ import { type TlsClientOptions, tlsFetch } from '../tls/fetch.js';
 import { type CacheFs, type CacheHost, nodeCacheFs, nodeCacheHost } from './cache-fs.js';
 import { CacheLock } from './cache-lock.js';
 import { hrtimeMonotonic, type MonotonicClock, readBootId } from './clocks.js';
-import { ClientOptionError, FloeRequestError, FloeUnavailableError } from './errors.js';
+import { ClientOptionError, FloeRequestError, FloeUnavailableError, ReplyMismatchError } from './errors.js';
 import { type FetchLike, HttpTransport } from './http-transport.js';
 import { type LeaseCacheRecord, readLeaseCache, writeLeaseCache } from './lease-cache.js';
 import { ClientMetrics } from './metrics.js';
@@ -80,6 +80,8 @@ export interface FloeClientOptions {
    * random bits per process. Two processes must never share one.
    */
   incarnation?: string;
+  /** Makes the requestId of an acquire that brings none. Default `crypto.randomUUID` (a seam for seeded tests). */
+  newRequestId?: () => string;
 }
 
 export interface LeaseWorkerOptions {
@@ -135,8 +137,12 @@ export interface LeaseWorkerOptions {
   /** With a cache: how much earlier than the cached wall-clock deadline to give up when the boot changed. Default TTL/10. */
   cacheWallMarginMs?: number;
   /**
-   * Idempotency key of the acquire (default: a random UUID per call). Repeat it only to retry a call that failed:
-   * while a call or a lease of this process uses a requestId, another call with it is refused (`ClientOptionError`).
+   * Idempotency key of the acquire. Repeat it only to retry a call that failed: while a call or a lease of this
+   * process uses a requestId, another call with it is refused (`ClientOptionError`). Default: the requestId of this
+   * client's last acquire for the same app, nodeId, TTL and layout if that call ended with its outcome unknown
+   * (`FloeUnavailableError`, `ReplyMismatchError`: the cluster may hold a lease under it), else a fresh random UUID.
+   * A caller that names its own requestIds should retry such a call with the same one: under a fresh one, the lease
+   * the failed call may have left answers `lease_held` until it expires, one TTL later.
    */
   requestId?: string;
 }
@@ -159,7 +165,15 @@ export class FloeClient {
   private readonly ctx: LeaseContext;
   private readonly sleep: (ms: number) => Promise<void>;
   private readonly random: () => number;
+  private readonly newRequestId: () => string;
   private readonly leases = new Set<WorkerLease>();
+  /**
+   * Per (app, nodeId): the requestId of this client's last acquire that ended with its outcome unknown (no answer,
+   * or an answer to another request), and what it asked for. The cluster may hold a lease under it that nobody
+   * uses; the next acquire for that pair sends the same requestId, so the cluster answers with that lease (a retry,
+   * with a fresh TTL) instead of refusing `lease_held` until it expires (finding FS-17, swarm seed 702682).
+   */
+  private readonly unanswered = new Map<string, { requestId: string; ttlMs: number; layout: string }>();
   private readonly metrics: ClientMetrics | undefined;
 
   constructor(options: FloeClientOptions) {
@@ -176,6 +190,7 @@ export class FloeClient {
     const wall = options.clock ?? systemClock;
     this.sleep = options.sleep ?? ((ms) => new Promise((r) => setTimeout(r, ms)));
     this.random = options.random ?? Math.random;
+    this.newRequestId = options.newRequestId ?? randomUUID;
     this.transport = new HttpTransport({
       endpoints: options.endpoints,
       user: options.user,
@@ -321,7 +336,16 @@ export class FloeClient {
       host: this.ctx.cacheHost,
     };
     const lock = cachePath ? await CacheLock.acquire(cachePath, lockOptions) : undefined;
-    const requestId = o.requestId ?? randomUUID();
+    const pair = JSON.stringify([o.app, o.nodeId]);
+    const carried = o.requestId === undefined ? this.unanswered.get(pair) : undefined;
+    if (carried !== undefined) this.unanswered.delete(pair);
+    // Nothing used that grant (its call threw), so answering this call with it shares nothing: the same as a retry
+    // inside one call, whose answer starts the lease's TTL from the retry (LeaseService.acquire extends it).
+    const requestId =
+      o.requestId ??
+      (carried !== undefined && carried.ttlMs === ttlMs && carried.layout === layoutFingerprint(layout)
+        ? carried.requestId
+        : this.newRequestId());
     // The requestIds this process has in use (`CacheHost.requestIds`), per (incarnation, app, nodeId): by a call in
     // progress, or by a lease the cluster may still hold under it. The cluster answers the same requestId from the
     // same incarnation with the live grant, unchanged (a retry whose reply was lost), so a second lease of this
@@ -352,6 +376,8 @@ export class FloeClient {
     const unclaim = (): void => {
       for (const k of claims.splice(0)) this.ctx.cacheHost.requestIds.delete(k);
     };
+    /** Set once a grant under requestId became a lease here: never carried to another call then. */
+    let answered = false;
     try {
       claim(requestId);
     } catch (e) {
@@ -397,6 +423,7 @@ export class FloeClient {
           // The same worker ID as the cache: the previous process may have used timestamps up to usedUpToMs.
           const sameWorker = cached !== undefined && cached.workerId === grant.workerId;
           const floorMs = Math.max(grant.highWaterMs, sameWorker ? cached.usedUpToMs : 0);
+          answered = true;
           const lease = this.track(
             new WorkerLease(this.ctx, { ...tuning, requestId, lock }, grant, {
               sentAtMono: r.sentAtMono,
@@ -456,6 +483,12 @@ export class FloeClient {
     } catch (e) {
       unclaim();
       lock?.release();
+      if (
+        o.requestId === undefined &&
+        !answered &&
+        (e instanceof FloeUnavailableError || e instanceof ReplyMismatchError)
+      )
+        this.unanswered.set(pair, { requestId, ttlMs, layout: layoutFingerprint(layout) });
       throw e;
     }
   }

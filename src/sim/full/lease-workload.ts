@@ -191,6 +191,7 @@ export class LeaseClientHost {
       sleep: (ms) => proc.sleep(ms),
       random: () => rng.float(),
       incarnation: shared ? this.name : proc.name,
+      newRequestId: () => `${proc.name}-${rng.nextU32().toString(16)}`,
     });
     while (proc.alive) {
       if (this.stopped) {
@@ -207,7 +208,8 @@ export class LeaseClientHost {
           nodeId: this.serviceId,
           ttlMs: s.ttlMs,
           layout: s.layout,
-          requestId: shared ? `${this.name}-rq` : `${proc.name}-${rng.nextU32().toString(16)}`,
+          // The SDK names each acquire (from the seeded stream), and sends an unanswered one's name again.
+          ...(shared ? { requestId: `${this.name}-rq` } : {}),
           ...(s.cache ? { cachePath: CLIENT_CACHE_PATH } : {}),
           ...(this.acquireTimeoutMs === undefined ? {} : { acquireTimeoutMs: this.acquireTimeoutMs }),
           ...(s.safetyMarginMs === undefined ? {} : { safetyMarginMs: s.safetyMarginMs }),

@@ -368,6 +368,7 @@ export class NodeHost {
   ): SnowflakeService {
     const w = this.world;
     const rng = w.rng(`sf-${proc.name}`);
+    const rids = w.rng(`sf-rid-${proc.name}`);
     const client = new FloeClient({
       endpoints: [`http://${this.httpAddr}`],
       requestTimeoutMs: 1000,
@@ -387,18 +388,15 @@ export class NodeHost {
       sleep: (ms) => proc.sleep(ms),
       random: () => rng.float(),
       incarnation: proc.name,
+      // SnowflakeService names no requestId, and the SDK would draw a real randomUUID(): one from the seed instead,
+      // so a seed writes the same log bytes every time it runs.
+      newRequestId: () => `${proc.name}-sf-${rids.nextU32().toString(16)}`,
     });
     const byKey = new Map<string, WorkerLease>();
     const leaseWorker = client.leaseWorker.bind(client);
-    // SnowflakeService names no requestId, and the SDK would draw a real randomUUID(): one from the seed instead,
-    // so a seed writes the same log bytes every time it runs.
-    const rids = w.rng(`sf-rid-${proc.name}`);
     client.leaseWorker = async (o) => {
       const askedAtUs = proc.effectiveUs;
-      const lease = await leaseWorker({
-        ...o,
-        requestId: o.requestId ?? `${proc.name}-sf-${rids.nextU32().toString(16)}`,
-      });
+      const lease = await leaseWorker(o);
       byKey.set(o.app, lease);
       this.hooks.snowflakeLeased?.(proc, lease, askedAtUs);
       return lease;
