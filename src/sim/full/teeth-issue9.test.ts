@@ -280,7 +280,8 @@ describe('the full-stack simulator and the issue-9 switches', () => {
     timeout: 120_000,
   }, async () => {
     const bugs = ['peer-corrupt-delivered', 'transport-no-frame-crc'];
-    const o = { seed: 9, profile: 'net', peerTransport: 'production' as const };
+    // Seed 33 (9 until wire version 3 moved the corrupted bytes; in net 1–150 most seeds diverge before any halt).
+    const o = { seed: 33, profile: 'net', peerTransport: 'production' as const };
     const fixed = await runFullSim({ ...o, bugs });
     expect(fixed.failure?.kind).toBe('process-crash');
     expect(fixed.failure?.detail).toMatch(/commit \d+ is beyond the last index/);

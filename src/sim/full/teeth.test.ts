@@ -180,11 +180,12 @@ describe('the coarse profile', () => {
   it('issue 9 item 2: a lease cache written without fsync resumes below what the process before the reset issued', {
     timeout: 300_000,
   }, async () => {
-    // Seed 65: c6 is cut off; its process is restarted and resumes token 248 from the cache (its lock takeover
-    // fsyncs the directory, naming the dead process's record); the machine is reset; without fsync the replacement's
-    // records are lost, and the next process resumes from the older record, below the IDs its predecessor issued. No
-    // wall-clock step anywhere: inside the SDK's documented assumptions.
-    const f = await firstFailure({ profile: 'coarse', bugs: ['client-cache-no-fsync'] }, 6, 62);
+    // Seed 75 (65 until wire version 3 and FS-17's requestIds changed the runs; 75, 79, 132, 196 in coarse 1–200):
+    // a client host is cut off; its process is restarted and resumes from the cache (its lock takeover fsyncs the
+    // directory, naming the dead process's record); the machine is reset; without fsync the replacement's records are
+    // lost, and the next process resumes from the older record, below the IDs its predecessor issued. No wall-clock
+    // step is needed: inside the SDK's documented assumptions.
+    const f = await firstFailure({ profile: 'coarse', bugs: ['client-cache-no-fsync'] }, 6, 72);
     expect(f?.kind).toBe('duplicate-id');
     expect((await runFullSim({ seed: f!.seed, profile: 'coarse' })).failure).toBeUndefined();
   });
