@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { Packr } from 'msgpackr';
 import type { AppendMessage, Message } from '../src/raft/types.js';
 import { decodeMessage, encodeMessage } from '../src/transport/codec.js';
+import { FRAME_HEADER_BYTES, FRAME_TRAILER_BYTES } from '../src/transport/frame.js';
 import { PeerTransport } from '../src/transport/index.js';
 
 const SECRET = 'bench-cluster-secret-0123456789';
@@ -109,7 +110,7 @@ async function streamAppends(entriesPerMessage: number, seconds: number): Promis
     }
   });
   const msg = append(entriesPerMessage, 1000);
-  const wireBytes = encodeMessage(msg).length + 5;
+  const wireBytes = encodeMessage(msg).length + FRAME_HEADER_BYTES + FRAME_TRAILER_BYTES;
   let sent = 0;
   const t0 = performance.now();
   while (performance.now() - t0 < seconds * 1000) {

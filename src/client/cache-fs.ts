@@ -76,6 +76,19 @@ export interface CacheHost {
    * every client in it.
    */
   readonly requestIds: Set<string>;
+  /**
+   * Per [incarnation, app, nodeId] (JSON): the requestId of this process's last acquire that ended with its outcome
+   * unknown, and its TTL and layout fingerprint; the next acquire for that key sends it again (`FloeClient.leaseWorker`,
+   * finding FS-17). State of the process, like `requestIds`: a client made anew after a failure must find it.
+   */
+  readonly unansweredAcquires: Map<string, UnansweredAcquire>;
+}
+
+/** An acquire whose outcome is unknown: the cluster may hold a lease under its requestId that nobody uses. */
+export interface UnansweredAcquire {
+  requestId: string;
+  ttlMs: number;
+  layout: string;
 }
 
 export const nodeCacheFs: CacheFs = {
@@ -166,4 +179,5 @@ export const nodeCacheHost: CacheHost = {
     return () => exitHooks.delete(fn);
   },
   requestIds: new Set<string>(),
+  unansweredAcquires: new Map<string, UnansweredAcquire>(),
 };

@@ -124,6 +124,42 @@ describe('FloeClient: finding the leader and retrying', () => {
     await m.release();
   });
 
+  // Review of FS-17's fix, finding 1: the requestId was remembered per FloeClient object, but the incarnation and the
+  // cluster's view are the process's: a service that made a new client after the failure met lease_held again.
+  it('carries it to another FloeClient of the same process (a client made anew after the failure)', async () => {
+    const s = setup();
+    s.cluster.faults.push('applyThenDrop', ...Array<'network'>(50).fill('network'));
+    await expect(lease(s, { acquireTimeoutMs: 200 })).rejects.toBeInstanceOf(FloeUnavailableError);
+    s.cluster.faults.length = 0;
+    const again = new FloeClient({
+      endpoints: s.cluster.hosts,
+      fetch: s.cluster.fetch,
+      clock: s.time.wall,
+      monotonic: s.time.mono,
+      setTimer: s.time.setTimer,
+      sleep: s.time.sleep,
+      random: () => 0.5,
+      bootId: 'boot-1',
+    });
+    const l = await lease({ ...s, client: again }, { acquireTimeoutMs: 1000 });
+    expect(l.token).toBe(10);
+    expect(s.cluster.nextToken).toBe(11);
+    await l.release();
+  });
+
+  // Review of FS-17's fix, finding 2: a reply that names this very request but fails a later check is the node's
+  // fault; resending the requestId would only renew a lease nobody can use, every call, for as long as it lasts.
+  it('does not carry a requestId whose own reply failed a check (only a reply to another request means no answer)', async () => {
+    const s = setup();
+    s.cluster.tamper = (path, body) => (path.endsWith('/acquire') ? { ...body, workerBits: -1 } : body);
+    await expect(lease(s, { acquireTimeoutMs: 200 })).rejects.toThrow(/workerBits/);
+    s.cluster.tamper = undefined;
+    const first = s.cluster.requests[0]?.body.requestId;
+    const err = await lease(s, { acquireTimeoutMs: 600 }).catch((e: unknown) => e);
+    expect((err as FloeRequestError).serverCode).toBe('lease_held'); // the bad grant expires in its own time
+    expect(s.cluster.requests.at(-1)?.body.requestId).not.toBe(first);
+  });
+
   it('carries no requestId the caller chose, nor one asked with another TTL', async () => {
     const s = setup();
     s.cluster.faults.push('applyThenDrop', ...Array<'network'>(50).fill('network'));

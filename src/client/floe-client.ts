@@ -167,13 +167,6 @@ export class FloeClient {
   private readonly random: () => number;
   private readonly newRequestId: () => string;
   private readonly leases = new Set<WorkerLease>();
-  /**
-   * Per (app, nodeId): the requestId of this client's last acquire that ended with its outcome unknown (no answer,
-   * or an answer to another request), and what it asked for. The cluster may hold a lease under it that nobody
-   * uses; the next acquire for that pair sends the same requestId, so the cluster answers with that lease (a retry,
-   * with a fresh TTL) instead of refusing `lease_held` until it expires (finding FS-17, swarm seed 702682).
-   */
-  private readonly unanswered = new Map<string, { requestId: string; ttlMs: number; layout: string }>();
   private readonly metrics: ClientMetrics | undefined;
 
   constructor(options: FloeClientOptions) {
@@ -336,11 +329,16 @@ export class FloeClient {
       host: this.ctx.cacheHost,
     };
     const lock = cachePath ? await CacheLock.acquire(cachePath, lockOptions) : undefined;
-    const pair = JSON.stringify([o.app, o.nodeId]);
-    const carried = o.requestId === undefined ? this.unanswered.get(pair) : undefined;
-    if (carried !== undefined) this.unanswered.delete(pair);
-    // Nothing used that grant (its call threw), so answering this call with it shares nothing: the same as a retry
-    // inside one call, whose answer starts the lease's TTL from the retry (LeaseService.acquire extends it).
+    // The requestId of this process's last acquire for this pair whose outcome is unknown (`CacheHost.
+    // unansweredAcquires`): the cluster may hold a lease under it that nobody uses, and would answer every other
+    // requestId `lease_held` until it expires (finding FS-17, swarm seed 702682). Nothing used that grant (its call
+    // threw before a lease was made of it), so answering this call with it shares nothing: the same as a retry inside
+    // one call, whose answer starts the lease's TTL from the retry (LeaseService.acquire extends it). Read, removed
+    // and claimed below with no await between: two calls never both take it.
+    const unanswered = this.ctx.cacheHost.unansweredAcquires;
+    const pair = JSON.stringify([this.incarnation, o.app, o.nodeId]);
+    const carried = o.requestId === undefined ? unanswered.get(pair) : undefined;
+    if (carried !== undefined) unanswered.delete(pair);
     const requestId =
       o.requestId ??
       (carried !== undefined && carried.ttlMs === ttlMs && carried.layout === layoutFingerprint(layout)
@@ -483,12 +481,8 @@ export class FloeClient {
     } catch (e) {
       unclaim();
       lock?.release();
-      if (
-        o.requestId === undefined &&
-        !answered &&
-        (e instanceof FloeUnavailableError || e instanceof ReplyMismatchError)
-      )
-        this.unanswered.set(pair, { requestId, ttlMs, layout: layoutFingerprint(layout) });
+      if (o.requestId === undefined && !answered && outcomeUnknown(e))
+        unanswered.set(pair, { requestId, ttlMs, layout: layoutFingerprint(layout) });
       throw e;
     }
   }
@@ -594,6 +588,18 @@ export class FloeClient {
       resumed: true,
     });
   }
+}
+
+/**
+ * Whether an acquire that threw `e` may have been granted: no answer came (`FloeUnavailableError`), or the answer was
+ * another request's (a mismatch in the fields that name the request). A reply that names this request but fails a
+ * later check is a node's fault, not a lost answer: resending that requestId would only renew an unusable lease.
+ */
+function outcomeUnknown(e: unknown): boolean {
+  if (e instanceof FloeUnavailableError) return true;
+  return (
+    e instanceof ReplyMismatchError && ['op', 'app', 'nodeId', 'requestId', 'incarnation'].includes(e.field)
+  );
 }
 
 /** The acquire reply as a grant, if it answers this request; else ReplyMismatchError (never a lease). */

@@ -46,5 +46,6 @@ export function simCacheHost(world: World, proc: SimProcess, rng: Prng): CacheHo
     // A simulated process never exits cleanly: it is killed (as with kill -9, no hook runs).
     onExit: () => () => {},
     requestIds: new Set<string>(),
+    unansweredAcquires: new Map(),
   };
 }

@@ -37,6 +37,7 @@ export class FailStopOracle {
   fsyncFailed(proc: string, path: string): void {
     if (this.eio.has(proc)) return;
     this.stats.eios++;
+    if (this.halted.has(proc)) this.stats.halted++;
     this.eio.set(proc, { atUs: this.world.sched.nowUs, path });
   }
 
@@ -55,11 +56,15 @@ export class FailStopOracle {
     );
   }
 
-  /** Process `proc` stopped itself (its node's `stopped` event). */
+  /**
+   * Process `proc` stopped itself (its node's `stopped` event). Remembered whether or not an EIO came first: a node
+   * stopping after its removal closes its storage, and an fsync in that close may fail after it has halted (swarm
+   * seeds 801760, 802028: the oracle called such a node one that never halted).
+   */
   stopped(proc: string): void {
-    if (this.eio.has(proc) && !this.halted.has(proc)) {
+    if (!this.halted.has(proc)) {
       this.halted.add(proc);
-      this.stats.halted++;
+      if (this.eio.has(proc)) this.stats.halted++;
     }
   }
 

@@ -561,6 +561,18 @@ describe('fail-stop oracle', () => {
       /n1#1 acknowledged a save .* after its fsync of .*1.wal failed with EIO/,
     );
   });
+
+  // Regression (swarm seeds 801760, 802028): a node removed from the cluster stops, then an fsync in its storage's
+  // close fails. It halted before the EIO; the oracle used to say it never halted.
+  it('counts a process that stopped before its EIO (in the close after a removal) as halted', () => {
+    const w = world();
+    const o = new FailStopOracle(w);
+    o.stopped('n3#4');
+    o.fsyncFailed('n3#4', '/var/lib/floe/n3');
+    o.checkHalted(() => true);
+    expect(w.failures).toEqual([]);
+    expect(o.stats).toEqual({ eios: 1, halted: 1 });
+  });
 });
 
 describe('sequence oracle', () => {
