@@ -22,7 +22,12 @@ const MARGIN = TTL / 10 + 100; // the default safety margin
 function setup(opts: { hosts?: string[]; user?: string; bootId?: string } = {}) {
   const cluster = new FakeCluster(opts.hosts ?? ['10.0.0.1:7380', '10.0.0.2:7380', '10.0.0.3:7380']);
   const time = new FakeTime(WALL0);
-  const client = new FloeClient({
+  return { cluster, time, client: clientOf(cluster, time, opts) };
+}
+
+/** A client on the fake cluster and virtual time (another one of the same process, when called again). */
+function clientOf(cluster: FakeCluster, time: FakeTime, opts: { user?: string; bootId?: string } = {}) {
+  return new FloeClient({
     endpoints: cluster.hosts,
     fetch: cluster.fetch,
     clock: time.wall,
@@ -33,7 +38,6 @@ function setup(opts: { hosts?: string[]; user?: string; bootId?: string } = {}) 
     bootId: opts.bootId ?? 'boot-1',
     ...(opts.user ? { user: opts.user, password: 'pw' } : {}),
   });
-  return { cluster, time, client };
 }
 
 /** Starts leaseWorker and drives virtual time until it settles. */
@@ -131,16 +135,7 @@ describe('FloeClient: finding the leader and retrying', () => {
     s.cluster.faults.push('applyThenDrop', ...Array<'network'>(50).fill('network'));
     await expect(lease(s, { acquireTimeoutMs: 200 })).rejects.toBeInstanceOf(FloeUnavailableError);
     s.cluster.faults.length = 0;
-    const again = new FloeClient({
-      endpoints: s.cluster.hosts,
-      fetch: s.cluster.fetch,
-      clock: s.time.wall,
-      monotonic: s.time.mono,
-      setTimer: s.time.setTimer,
-      sleep: s.time.sleep,
-      random: () => 0.5,
-      bootId: 'boot-1',
-    });
+    const again = clientOf(s.cluster, s.time);
     const l = await lease({ ...s, client: again }, { acquireTimeoutMs: 1000 });
     expect(l.token).toBe(10);
     expect(s.cluster.nextToken).toBe(11);
@@ -462,16 +457,7 @@ describe('FloeClient: one requestId, one lease per process (review finding R1)',
   it('refuses a second leaseWorker call with the requestId of a live lease of this process, even from another client', async () => {
     const s = setup();
     const a = await lease(s, { requestId: 'orders-n1' });
-    const other = new FloeClient({
-      endpoints: s.cluster.hosts,
-      fetch: s.cluster.fetch,
-      clock: s.time.wall,
-      monotonic: s.time.mono,
-      setTimer: s.time.setTimer,
-      sleep: s.time.sleep,
-      random: () => 0.5,
-      bootId: 'boot-1',
-    });
+    const other = clientOf(s.cluster, s.time);
     expect(other.incarnation).toBe(s.client.incarnation); // one process, one incarnation
     await expect(
       other.leaseWorker({ app: 'orders', nodeId: 'n1', ttlMs: TTL, requestId: 'orders-n1' }),
