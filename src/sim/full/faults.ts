@@ -463,9 +463,9 @@ export class FaultDirector {
         return true;
       }
       case 'clientPause': {
-        // RESP lease clients pause too (a GC pause across their deadline), a third of the pauses in seeds with them.
+        // RESP lease clients pause too (a GC pause across their deadline), half the pauses in seeds with them.
         const rl = (c.respLeaseClients ?? []).filter((x) => x.proc.alive && !x.proc.paused);
-        if (rl.length > 0 && this.respLeaseRng.chance(1 / 3)) {
+        if (rl.length > 0 && this.respLeaseRng.chance(1 / 2)) {
           const p = this.respLeaseRng.pick(rl).proc;
           this.trace(`${p.name} paused`);
           p.pause();
@@ -512,9 +512,9 @@ export class FaultDirector {
       case 'clientPowerLossCutOff':
         return this.cutOff(true);
       case 'clientSuspend': {
-        // RESP lease clients' machines too (the monotonic clock stops, the wall clock runs on).
+        // RESP lease clients' machines too (the monotonic clock stops, the wall clock runs on), half the suspends.
         const rl = c.respLeaseClients ?? [];
-        if (rl.length > 0 && this.respLeaseRng.chance(1 / 3)) {
+        if (rl.length > 0 && this.respLeaseRng.chance(1 / 2)) {
           this.suspend(this.respLeaseRng.pick(rl).machine);
           return true;
         }
@@ -942,6 +942,8 @@ export class FaultDirector {
       if (r.machine.clock.suspended) r.machine.resume();
       if (r.proc.paused) r.proc.resume();
       r.restart();
+      // As the SDK clients are spawned here if the pool was never configured (its PUT kept failing).
+      r.start();
     }
     c.world.trace('heal: every fault ended');
   }

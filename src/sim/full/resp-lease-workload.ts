@@ -12,7 +12,7 @@
 // - timestamps only in (high_water_ms, bound_ms], the bound raised only by a committed renewal's bound_ms;
 // - every reply checked against its request (a mismatch is `reply-mismatch` and is never used); MOVED followed to
 //   the leader, CLUSTERDOWN and lost replies sent to another member;
-// - a lease whose deadline passed is given up, or, in half of the cases, revived by a renewal sent now (safe: the
+// - a lease whose deadline passed is revived by a renewal sent now, or (one time in five) given up (safe: the
 //   leader acknowledges a renewal only of the live token, before its own deadline; the deadline then counts from this
 //   send); a release stops generation first and names the last timestamp used (LAST).
 // Every grant, renewal and release goes to the lease ledger (replies against the committed lease state) and every ID
@@ -144,7 +144,9 @@ export class RespLeaseClient {
     return this.started && this.proc.alive && !this.stopped;
   }
 
+  /** Starts the workload (once the pool is configured, or at the heal if it never was). */
   start(): void {
+    if (this.started) return;
     this.started = true;
     const proc = this.proc;
     this.world.sched.after(0, proc, 'resp-lease-start', () => void this.run(proc));
@@ -210,7 +212,12 @@ export class RespLeaseClient {
         await this.lapsed(proc, h);
         continue;
       }
-      if (proc.monoMs() >= h.ackSentMono + renewEveryMs) {
+      // Renew every TTL/3, and at once when the committed bound leaves less than half a window above the generator's
+      // clock (a fresh lease whose floor, an earlier holder's bound, lies above the BOUND this acquire asked).
+      if (
+        proc.monoMs() >= h.ackSentMono + renewEveryMs ||
+        renewBound(h.boundMs, proc.wallMs() + h.leadMs, s.boundWindowMs) !== undefined
+      ) {
         await this.renew(proc, h, false);
         if (this.held !== h) continue;
       }
@@ -221,7 +228,7 @@ export class RespLeaseClient {
 
   /** The deadline passed without an acknowledged renewal: give the lease up, or try to revive it with a renewal. */
   private async lapsed(proc: SimProcess, h: Held): Promise<void> {
-    if (this.rng.chance(0.5)) {
+    if (this.rng.chance(0.8)) {
       this.world.trace(
         `${proc.name} deadline passed on worker ${h.workerId} token ${h.token}: renewing late`,
       );
