@@ -15,6 +15,7 @@ import { MAX_VALUE, type SequenceInfo } from '../state/sequences/index.js';
 import { StoreUnavailableError } from '../store/errors.js';
 import type { LeaseStore } from '../store/lease-store.js';
 import type { StoreStateNode } from '../store/state-node.js';
+import { bugOn } from '../testing/bug-switches.js';
 import type { PasswordVerifier } from './auth/password-verifier.js';
 import { precheckLease } from './lease-precheck.js';
 import {
@@ -78,6 +79,9 @@ export function unwrap<T extends { ok: true }>(r: T | LeaseError): T {
   if (!r.ok) throw new LeaseRefusedError(r);
   return r;
 }
+
+/** Refusals that fence a renewal's token (the `resp-renew-unchecked` switch answers them as renewed). */
+const FENCED: readonly string[] = ['stale_token', 'not_held', 'lease_expired'];
 
 /** The RESP server's view of this node: roles from Raft, leases from the lease service. */
 export function respBackendOf(s: FloeServices): RespBackend {
@@ -185,14 +189,33 @@ export function respBackendOf(s: FloeServices): RespBackend {
           boundMs: req.boundMs,
         });
         if (bad) unwrap(bad);
-        const r = unwrap(
-          await leases.renew({
+        const renewed = await leases.renew({
+          app: req.app,
+          workerId: req.workerId,
+          token: Number(req.token),
+          boundMs: req.boundMs,
+        });
+        if (!renewed.ok && bugOn('resp-renew-unchecked') && FENCED.includes(renewed.code)) {
+          // Test-only bug (src/testing/bug-switches.ts): the renewal is answered from the worker's record, whoever holds
+          // it now, as if the token had been checked.
+          const w = await leases.get(req.app, req.workerId, { linearizable: false });
+          return {
             app: req.app,
             workerId: req.workerId,
-            token: Number(req.token),
-            boundMs: req.boundMs,
-          }),
-        );
+            datacenterId: w?.datacenterId ?? 0,
+            nodeId: w?.nodeId ?? '',
+            token: req.token,
+            expiresAtMs: (w?.renewedAtMs ?? 0) + (w?.ttlMs ?? 0),
+            highWaterMs: w?.highWaterMs ?? 0,
+            ttlMs: w?.ttlMs ?? 0,
+            extra: {
+              local_worker_id: w?.localWorkerId ?? 0,
+              bound_ms: Math.max(req.boundMs ?? 0, w?.highWaterMs ?? 0),
+              logged: 0,
+            },
+          };
+        }
+        const r = unwrap(renewed);
         const w = await leases.get(req.app, req.workerId, { linearizable: false });
         return {
           app: r.app,

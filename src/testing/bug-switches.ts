@@ -45,6 +45,9 @@
  *   committed one, a commit index beyond the log: durability was lost) is only logged, and the node runs on.
  * - `undecodable-entry-skipped` (issue 9 item 6): a committed entry whose envelope cannot be decoded is skipped (logged,
  *   counted as applied) instead of stopping the node, so this replica's state may diverge from the others'.
+ * - `resp-renew-unchecked` (issue 10, RESP lease clients): `WORKER.RENEW` with a token the cluster fenced (`stale_token`,
+ *   `not_held`, `lease_expired`) is answered as renewed, from the worker's record, as if the token had been checked,
+ *   so a holder whose lease expired and was granted to another takes the renewal and issues again.
  */
 export const BUG_SWITCHES = [
   'client-two-generators',
@@ -64,6 +67,7 @@ export const BUG_SWITCHES = [
   'wal-torn-frame-shaped-refused',
   'step-error-logged',
   'undecodable-entry-skipped',
+  'resp-renew-unchecked',
 ] as const;
 export type BugSwitch = (typeof BUG_SWITCHES)[number];
 

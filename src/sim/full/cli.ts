@@ -9,6 +9,8 @@
 //   --kv-clients N     key-value/counter clients (default 3)
 //   --seq-clients N    sequence clients (default: 2 in about a third of the seeds, 0 in the others)
 //   --snowflake-clients N   server-side Snowflake clients (default: 2 or 3 in about a third of the seeds, else 0)
+//   --resp-lease-clients N  RESP lease clients, WORKER.* over RESP (default: 1-3 in about a quarter of the swarm
+//                      seeds, else 0)
 //   --seconds S        simulated seconds of workload and faults (default 10)
 //   --heal-seconds S   simulated seconds the healed cluster has to recover (default 15)
 //   --storage durable|memory   DurableStorage on the MemoryFs twin (default), or MemoryNodeStorage
@@ -45,7 +47,8 @@ interface Cli {
 }
 
 const USAGE = `usage: npm run sim:full -- [--seeds N] [--start S] [--seed S] [--profile P] [--nodes N]
-         [--clients N] [--kv-clients N] [--seq-clients N] [--snowflake-clients N] [--seconds S] [--heal-seconds S]
+         [--clients N] [--kv-clients N] [--seq-clients N] [--snowflake-clients N]
+         [--resp-lease-clients N] [--seconds S] [--heal-seconds S]
          [--storage durable|memory] [--eio-restart reboot|process] [--peer-transport sim|production|drawn] [--bug NAME]...
          [--workarounds none|LIST] [--jobs J] [--tail N]
          [--verbose] [--json]
@@ -74,6 +77,7 @@ function parse(argv: string[]): Cli {
       'kv-clients': { type: 'string' },
       'seq-clients': { type: 'string' },
       'snowflake-clients': { type: 'string' },
+      'resp-lease-clients': { type: 'string' },
       seconds: { type: 'string' },
       'heal-seconds': { type: 'string' },
       storage: { type: 'string' },
@@ -128,6 +132,7 @@ function parse(argv: string[]): Cli {
   keep('kv-clients', values['kv-clients']);
   keep('seq-clients', values['seq-clients']);
   keep('snowflake-clients', values['snowflake-clients']);
+  keep('resp-lease-clients', values['resp-lease-clients']);
   keep('seconds', values.seconds);
   keep('heal-seconds', values['heal-seconds']);
   keep('storage', storage, 'durable');
@@ -158,6 +163,7 @@ function parse(argv: string[]): Cli {
       kvClients: int('kv-clients', values['kv-clients'], 1, 50),
       seqClients: int('seq-clients', values['seq-clients'], 0, 50),
       snowflakeClients: int('snowflake-clients', values['snowflake-clients'], 0, 50),
+      respLeaseClients: int('resp-lease-clients', values['resp-lease-clients'], 0, 50),
       seconds: int('seconds', values.seconds, 1, 3_600),
       healSeconds: int('heal-seconds', values['heal-seconds'], 1, 3_600),
       storage,

@@ -360,6 +360,20 @@ export interface SnowflakeWorkloadConfig {
   poolBits?: number;
 }
 
+/** RESP lease clients (resp-lease-workload.ts): raw holders of the lease clients' app over WORKER.* commands. */
+export interface RespLeaseWorkloadConfig {
+  /** Client processes (0: none in this seed). */
+  clients: number;
+  /** IDs per burst [min, max] and ms between bursts [min, max]. */
+  burst: [number, number];
+  gapMs: [number, number];
+  releaseChance: number;
+  /** How far ahead each BOUND promises (ms). */
+  boundWindowMs: number;
+  /** A RESP command's own timeout (ms). */
+  requestTimeoutMs: number;
+}
+
 export interface SimConfig {
   seed: number;
   profile: string;
@@ -372,6 +386,7 @@ export interface SimConfig {
   lease: LeaseWorkloadConfig;
   seq: SeqWorkloadConfig;
   snowflake: SnowflakeWorkloadConfig;
+  respLease: RespLeaseWorkloadConfig;
   clockDrift: number;
   /** Background network conditions of the run. */
   net: NetConditions;
@@ -395,6 +410,8 @@ export interface ConfigOverrides {
   seqClients?: number;
   /** Server-side Snowflake clients (default: 2 or 3 in about a third of the seeds, else 0). */
   snowflakeClients?: number;
+  /** RESP lease clients (default: 1-3 in about a quarter of the swarm seeds, else 0). */
+  respLeaseClients?: number;
   seconds?: number;
   healSeconds?: number;
   storage?: 'durable' | 'memory';
@@ -465,6 +482,31 @@ function drawSnowflake(seed: number, override: number | undefined): SnowflakeWor
     thinkMs: [5, r.range(30, 200)],
     cache: r.chance(0.5),
     ...(r.chance(0.5) ? { poolBits: r.range(1, 2) } : {}),
+  };
+}
+
+/**
+ * The RESP lease workload, from a stream of its own (`config-resp-lease`), drawn after everything else: every seed
+ * keeps the configuration it had before it existed, and a seed without RESP lease clients runs exactly as before. Only
+ * swarm seeds draw clients (about a quarter of them); any profile gets them with `--resp-lease-clients N`.
+ * The TTL is the run's lease TTL; the request timeout stays below a third of it, so that a renewal lost on the way
+ * leaves time for the next one.
+ */
+export function drawRespLease(
+  seed: number,
+  profile: string,
+  ttlMs: number,
+  override: number | undefined,
+): RespLeaseWorkloadConfig {
+  const r = new Prng(seed).fork('config-resp-lease');
+  const drawn = r.chance(1 / 4) ? r.range(1, 3) : 0;
+  return {
+    clients: override ?? (profile === 'swarm' ? drawn : 0),
+    burst: [1, r.range(5, 60)],
+    gapMs: [5, r.range(20, 300)],
+    releaseChance: r.pick([0.02, 0.1, 0.2]),
+    boundWindowMs: r.pick([2 * ttlMs, 5 * ttlMs, 30_000]),
+    requestTimeoutMs: Math.min(r.pick([200, 500, 1000]), Math.floor(ttlMs / 3)),
   };
 }
 
@@ -591,6 +633,7 @@ export function drawConfig(seed: number, profileName: string, o: ConfigOverrides
       thinkMs: [5, late2.range(30, 200)],
     },
     snowflake: drawSnowflake(seed, o.snowflakeClients),
+    respLease: drawRespLease(seed, p.name, ttlMs, o.respLeaseClients),
     clockDrift: p.clockDrift,
     net,
     weights,

@@ -22,6 +22,7 @@ import type { NetConditions, VirtualNetwork } from './network.js';
 import type { NodeHost } from './node-host.js';
 import { PEER_MIN_RTO_MS } from './peer-net.js';
 import type { Machine, SimProcess } from './process.js';
+import type { RespLeaseClient } from './resp-lease-workload.js';
 import type { SeqClient } from './seq-workload.js';
 import type { World } from './world.js';
 
@@ -32,6 +33,8 @@ export interface ClusterView {
   leaseClients: LeaseClientHost[];
   kvClients: KvClient[];
   seqClients: SeqClient[];
+  /** RESP lease clients (resp-lease-workload.ts), in seeds that have them. */
+  respLeaseClients?: RespLeaseClient[];
   net: VirtualNetwork;
   router: HttpRouter;
   /** Starts a new machine that joins the cluster (its member must then be added). */
@@ -62,6 +65,8 @@ export class FaultDirector {
   private readonly rng: Prng;
   /** Faults on sequence clients (their own stream: seeds without them draw nothing from it). */
   private readonly seqRng: Prng;
+  /** Faults on RESP lease clients (their own stream: seeds without them draw nothing from it). */
+  private readonly respLeaseRng: Prng;
   /** The `coarse` profile's own faults (their own stream: no other profile draws from it). */
   private readonly lateRng: Prng;
   private healed = false;
@@ -89,6 +94,7 @@ export class FaultDirector {
   constructor(private readonly c: ClusterView) {
     this.rng = c.world.rng('faults');
     this.seqRng = c.world.rng('faults-seq');
+    this.respLeaseRng = c.world.rng('faults-resp-lease');
     this.restartRng = c.world.rng('faults-restarts');
     this.lateRng = c.world.rng('faults-late5');
     this.weights = { ...c.cfg.weights };
@@ -202,8 +208,11 @@ export class FaultDirector {
         const names = [...c.leaseClients.map((h) => h.name), ...c.kvClients.map((k) => k.name)];
         // Sequence clients' links too (HTTP and RESP), a third of the cuts in seeds with them, from their own stream.
         let client: string;
+        const rl = c.respLeaseClients ?? [];
         if (c.seqClients.length > 0 && this.seqRng.chance(1 / 3))
           client = this.seqRng.pick(c.seqClients).name;
+        // RESP lease clients' links too (their RESP connections reset), a third of the other cuts in seeds with them.
+        else if (rl.length > 0 && this.respLeaseRng.chance(1 / 3)) client = this.respLeaseRng.pick(rl).name;
         else if (names.length === 0) return false;
         else client = rng.pick(names);
         const node = rng.pick(this.members()).id;
@@ -417,6 +426,18 @@ export class FaultDirector {
           );
           return true;
         }
+        // RESP lease clients too (a third of the other crashes, in seeds with them; their own stream).
+        const rl = (c.respLeaseClients ?? []).filter((x) => x.crashable);
+        if (rl.length > 0 && this.respLeaseRng.chance(1 / 3)) {
+          const r = this.respLeaseRng.pick(rl);
+          r.crash();
+          this.later(
+            this.respLeaseRng.range(c.cfg.outageMs[0], c.cfg.outageMs[1]) * 1000,
+            'restart-resp-lease-client',
+            () => r.restart(),
+          );
+          return true;
+        }
         const h = pickMaybe(
           rng,
           c.leaseClients.filter((x) => x.live.length > 0 && this.mayRestart(x)),
@@ -442,6 +463,22 @@ export class FaultDirector {
         return true;
       }
       case 'clientPause': {
+        // RESP lease clients pause too (a GC pause across their deadline), half the pauses in seeds with them.
+        const rl = (c.respLeaseClients ?? []).filter((x) => x.proc.alive && !x.proc.paused);
+        if (rl.length > 0 && this.respLeaseRng.chance(1 / 2)) {
+          const p = this.respLeaseRng.pick(rl).proc;
+          this.trace(`${p.name} paused`);
+          p.pause();
+          this.later(
+            this.respLeaseRng.range(c.cfg.outageMs[0], c.cfg.outageMs[1]) * 1000,
+            'resume-client',
+            () => {
+              this.trace(`${p.name} resumed`);
+              p.resume();
+            },
+          );
+          return true;
+        }
         const h = pickMaybe(
           rng,
           c.leaseClients.filter((x) => x.live.length > 0),
@@ -475,6 +512,12 @@ export class FaultDirector {
       case 'clientPowerLossCutOff':
         return this.cutOff(true);
       case 'clientSuspend': {
+        // RESP lease clients' machines too (the monotonic clock stops, the wall clock runs on), half the suspends.
+        const rl = c.respLeaseClients ?? [];
+        if (rl.length > 0 && this.respLeaseRng.chance(1 / 2)) {
+          this.suspend(this.respLeaseRng.pick(rl).machine);
+          return true;
+        }
         const h = pickMaybe(rng, c.leaseClients);
         if (!h) return false;
         this.suspend(h.machine);
@@ -895,6 +938,13 @@ export class FaultDirector {
       if (l.live.length === 0) l.spawn();
     }
     for (const s of c.seqClients) s.restart();
+    for (const r of c.respLeaseClients ?? []) {
+      if (r.machine.clock.suspended) r.machine.resume();
+      if (r.proc.paused) r.proc.resume();
+      r.restart();
+      // As the SDK clients are spawned here if the pool was never configured (its PUT kept failing).
+      r.start();
+    }
     c.world.trace('heal: every fault ended');
   }
 }

@@ -13,7 +13,8 @@
 //   requestId and incarnation, and its floor (`highWaterMs`) is at least the worker's high-water mark before the grant;
 //   renew — its token is a committed grant of that worker ID, and its bound covers the bound the request asked for;
 //   release — the request's token of that worker ID is committed as freed by then, the reply's mark covers the
-//   request's `lastTimestampMs` and, for a first release (not `alreadyReleased`), is the mark the release committed.
+//   request's `lastTimestampMs` and, for a first release (not `alreadyReleased`), is the mark the release committed;
+//   over RESP (a bare OK, no mark) a free of the token must be committed, with a mark covering LAST.
 // - `accepted`: a lease a client process took from a reply (not resumed from a cache) is a committed grant made for
 //   one of that process's own acquire requests (requestId and incarnation it sent). A reply swapped on the way
 //   (`replyMixup`) that the SDK takes for its own fails here at once (with the `no-reply-check` switch).
@@ -160,6 +161,14 @@ export class LeaseLedger {
       if (!f)
         return `token ${token} of ${app}/${pathWorkerId} is answered as released, but no free of it is committed`;
       const last = num(req.lastTimestampMs);
+      if (res.highWaterMs === undefined) {
+        // RESP's WORKER.RELEASE answers a bare OK: the token's free must be committed (a release, or an expiry that a
+        // late release is answered `alreadyReleased` for), its mark covering LAST (a holder never goes above its
+        // committed bound, which the mark includes).
+        if (typeof last === 'number' && !(f.highWaterMs >= last))
+          return `the committed ${f.type === 'released' ? 'release' : 'expiry'} of token ${token} left mark ${f.highWaterMs}, below the request's LAST ${last}`;
+        return undefined;
+      }
       const mark = res.highWaterMs as number;
       if (typeof last === 'number' && !(mark >= last))
         return `highWaterMs ${mark} is below the request's lastTimestampMs ${last}`;

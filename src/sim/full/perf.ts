@@ -49,6 +49,7 @@ const shape: ConfigOverrides =
         kvClients: 3,
         seqClients: 0,
         snowflakeClients: 0,
+        respLeaseClients: 0,
         seconds: 10,
       }
     : {};

@@ -22,6 +22,7 @@ import { errText, NodeHost } from './node-host.js';
 import { PEER_HARNESS_BUGS, PeerNet, type PeerNetStats } from './peer-net.js';
 import { Machine, MachineClock, SimProcess } from './process.js';
 import { RaftObserver } from './raft-observer.js';
+import { RespLeaseClient, type RespLeaseStats, zeroRespLeaseStats } from './resp-lease-workload.js';
 import { RESP_HARNESS_BUGS, RespNet, respAddrOf } from './resp-link.js';
 import { immediates, Scheduler } from './scheduler.js';
 import { createSequences, SeqClient, SeqOracle, type SeqStats } from './seq-workload.js';
@@ -77,6 +78,8 @@ export interface FullSimStats {
   seq: SeqStats;
   /** The server-side Snowflake workload (zeros in seeds without it). */
   snowflake: SnowflakeStats;
+  /** The RESP lease workload (zeros in seeds without it). */
+  respLease: RespLeaseStats;
   /** Lease replies delivered to another client's request (`replyMixup`). */
   mixedUpReplies: number;
   faults: FaultStats;
@@ -301,7 +304,8 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
 
   // Members advertise a RESP address only in seeds with RESP sequence or snowflake clients (the others keep their
   // log bytes).
-  const respOn = cfg.seq.kinds.includes('resp') || cfg.snowflake.kinds.includes('resp');
+  const respOn =
+    cfg.seq.kinds.includes('resp') || cfg.snowflake.kinds.includes('resp') || cfg.respLease.clients > 0;
   const respAddr = (id: number) => (respOn ? { respAddr: respAddrOf(id) } : {});
   const members = Array.from({ length: cfg.nodes }, (_, i) => ({
     id: i + 1,
@@ -447,6 +451,8 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
   }
 
   const clientStats: LeaseClientStats = { acquired: 0, acquireFailures: 0, lost: 0, released: 0, issued: 0 };
+  const respLeaseClients: RespLeaseClient[] = [];
+  const respLeaseStats = zeroRespLeaseStats();
   const leaseClients: LeaseClientHost[] = [];
   for (let i = 0; i < cfg.leaseClients; i++) {
     const name = `c${i + 1}`;
@@ -498,6 +504,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
       }
       w.trace(`pool ${cfg.lease.app}: ${cfg.lease.poolBits} bits`);
       for (const c of leaseClients) c.spawn();
+      for (const c of respLeaseClients) c.start();
     };
     sched.after(0, admin, 'configure-pool', () => void configure());
   }
@@ -591,6 +598,47 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
     });
   }
 
+  // RESP lease clients (a share of the swarm seeds, `--resp-lease-clients N`): raw holders of the SDK clients' app over
+  // WORKER.* commands, started with the SDK clients once the pool is configured. Machines from a stream of their own.
+  const rlRng = w.rng('resp-lease-machines');
+  for (let i = 0; i < cfg.respLease.clients; i++) {
+    const name = `r${i + 1}`;
+    const machine = new Machine(
+      name,
+      new MachineClock(
+        sched,
+        1 + (2 * rlRng.float() - 1) * cfg.clockDrift,
+        rlRng.range(1_000, 1_000_000),
+        WALL_EPOCH_MS + rlRng.range(-2_000, 2_000),
+      ),
+    );
+    const proc = new SimProcess(sched, machine, `${name}#1`, w.nextPid());
+    w.register(proc);
+    respLeaseClients.push(
+      new RespLeaseClient(
+        w,
+        name,
+        proc,
+        {
+          app: cfg.lease.app,
+          ttlMs: cfg.lease.ttlMs,
+          layout: cfg.lease.layout,
+          burst: cfg.respLease.burst,
+          gapMs: cfg.respLease.gapMs,
+          releaseChance: cfg.respLease.releaseChance,
+          boundWindowMs: cfg.respLease.boundWindowMs,
+          requestTimeoutMs: Math.min(cfg.respLease.requestTimeoutMs, Math.floor(cfg.lease.ttlMs / 3)),
+        },
+        respNet as RespNet,
+        () => hosts.filter((h) => !h.removed).map((h) => h.id),
+        oracle,
+        ledger,
+        respLeaseStats,
+        w.rng(`resp-lease-${name}`),
+      ),
+    );
+  }
+
   const director = new FaultDirector({
     world: w,
     cfg,
@@ -598,6 +646,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
     leaseClients,
     kvClients,
     seqClients,
+    respLeaseClients,
     net,
     router,
     addNode,
@@ -616,9 +665,22 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
     await sched.runUntil(cfg.seconds * 1_000_000, stop);
     if (!w.failure) {
       if (peerNet) peerNet.healed = true;
-      await heal(w, cfg, hosts, kvClients, leaseClients, director, seqClients, sfClients, oracle, seqOracle);
+      await heal(
+        w,
+        cfg,
+        hosts,
+        kvClients,
+        leaseClients,
+        director,
+        seqClients,
+        sfClients,
+        oracle,
+        seqOracle,
+        respLeaseClients,
+      );
     }
     for (const c of seqClients) c.stop();
+    for (const c of respLeaseClients) c.stop();
     for (const c of sfClients) c.stop();
     if (!w.failure) failStop.checkHalted((name) => hosts.some((h) => h.proc?.name === name && h.proc.alive));
     if (!w.failure) {
@@ -673,6 +735,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
       clients: clientStats,
       seq: seqOracle.stats,
       snowflake: sfDeliveries.stats,
+      respLease: respLeaseStats,
       mixedUpReplies: router.stats.mixedUp,
       faults: director.stats,
       ...(peerNet ? { peerNet: peerNet.stats } : {}),
@@ -699,6 +762,7 @@ async function heal(
   sfClients: SnowflakeClient[],
   oracle: IdOracle,
   seqOracle: SeqCallsOracle,
+  respLeaseClients: RespLeaseClient[],
 ): Promise<void> {
   const sched = w.sched;
   for (const c of kvClients) c.stop();
@@ -806,6 +870,7 @@ async function heal(
     oracle,
     seqOracle,
     beyondFailureModel,
+    respLeaseClients,
   );
 }
 
@@ -836,6 +901,7 @@ async function everyClientLive(
   oracle: IdOracle,
   seqOracle: SeqCallsOracle,
   beyondFailureModel: () => boolean,
+  respLeaseClients: RespLeaseClient[],
 ): Promise<void> {
   const sched = w.sched;
   w.hashBeforeEveryClient = w.traceLog.hash();
@@ -867,11 +933,16 @@ async function everyClientLive(
       if (!g.issued) g.issued = live.some((p) => oracle.lastIssuedBy(p.name) > healedAt);
       groups.set(h.serviceId, g);
     }
+    // RESP lease clients hold worker IDs of the same pool: each is a nodeId of its own.
+    for (const c of respLeaseClients) {
+      if (!c.proc.alive) continue;
+      groups.set(`resp:${c.name}`, { live: 1, issued: oracle.lastIssuedBy(c.proc.name) > healedAt });
+    }
     const issued = [...groups.values()].filter((g) => g.issued).length;
     const need = Math.min(groups.size, poolSize);
     if (issued < need) {
       const idle = [...groups].filter(([, g]) => !g.issued).map(([id]) => id);
-      return `${issued} of ${groups.size} SDK nodeIds with a live process issued an ID since healing (${need} needed, pool of ${poolSize}; idle: ${idle.join(', ')})`;
+      return `${issued} of ${groups.size} ${respLeaseClients.length > 0 ? 'SDK and RESP' : 'SDK'} nodeIds with a live process issued an ID since healing (${need} needed, pool of ${poolSize}; idle: ${idle.join(', ')})`;
     }
     for (const c of seqClients)
       if (c.proc.alive && !((seqOracle.lastOkUs.get(c.name) ?? -1) > healedAt))
