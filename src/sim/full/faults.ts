@@ -76,6 +76,8 @@ export class FaultDirector {
   private looping = false;
   /** The crash loops' own stream: seeds of other profiles never draw from it. */
   private readonly restartRng: Prng;
+  /** Link stalls' own stream (`linkStall`): seeds without them never draw from it. */
+  private readonly stallRng: Prng;
   private transferProc: SimProcess | undefined;
   private changeProc: SimProcess | undefined;
   /**
@@ -90,6 +92,7 @@ export class FaultDirector {
     this.rng = c.world.rng('faults');
     this.seqRng = c.world.rng('faults-seq');
     this.restartRng = c.world.rng('faults-restarts');
+    this.stallRng = c.world.rng('faults-stall');
     this.lateRng = c.world.rng('faults-late5');
     this.weights = { ...c.cfg.weights };
     // The seed's deployments wait this long for the cluster before they resume from the cache (set before any
@@ -508,7 +511,33 @@ export class FaultDirector {
         return this.membershipStep();
       case 'nodeRestartLoop':
         return this.restartLoop();
+      case 'linkStall':
+        return this.linkStall();
     }
+  }
+
+  /**
+   * Some directed links between nodes stall for 0.2-3 s, then deliver everything they held, in order: one link out of
+   * or into a node, or every link out of or into it; the node is the leader in half the stalls. A congested switch
+   * port, a receiver that stops reading its socket, a middlebox that buffers. Draws come from `faults-stall`.
+   */
+  private linkStall(): boolean {
+    const c = this.c;
+    const r = this.stallRng;
+    const ids = this.members().map((h) => h.id);
+    if (ids.length < 2) return false;
+    const lead = this.leader()?.id;
+    const node = lead !== undefined && r.chance(1 / 2) ? lead : r.pick(ids);
+    const others = ids.filter((i) => i !== node);
+    const shape = r.int(4);
+    const peers = shape < 2 ? [r.pick(others)] : others;
+    const links: [NodeId, NodeId][] = peers.map((p) => (shape % 2 === 0 ? [node, p] : [p, node]));
+    const ms = r.range(200, 3_000);
+    c.net.stall(links, c.world.sched.nowUs + ms * 1000);
+    const names = links.map(([a, b]) => `${a}->${b}`).join(' ');
+    this.trace(`links stall for ${ms} ms: ${names}`);
+    this.later(ms * 1000, 'stall-over', () => this.trace(`links deliver what they held: ${names}`));
+    return true;
   }
 
   /**
@@ -866,6 +895,7 @@ export class FaultDirector {
     this.healed = true;
     const c = this.c;
     c.net.setBlocked([]);
+    c.net.clearStalls();
     c.net.conditions = { ...c.cfg.net };
     // Over the production transport a lost or corrupted segment is a TCP retransmission, 200 ms at the least: with an
     // election timeout under two of those, background loss alone keeps a small cluster electing (swarm seed 451036:
