@@ -97,7 +97,13 @@ export type FaultKind =
    * every link out of or into one node (the leader's in half the stalls). Nothing is lost; a message for a process
    * that died meanwhile goes with the connection it travelled on.
    */
-  | 'linkStall';
+  | 'linkStall'
+  /**
+   * A node machine loses power while an fdatasync of its WAL is in flight (the write it covers torn at any byte): a
+   * loaded server is mid-write most of the time, the simulated one seldom, so a power loss at a random moment hardly
+   * ever tears a log record. Restarted later, as after `nodePowerLoss`.
+   */
+  | 'nodePowerLossMidWrite';
 
 export const FAULT_KINDS: readonly FaultKind[] = [
   'partition',
@@ -145,8 +151,11 @@ const RESTART_FAULTS: readonly FaultKind[] = ['nodeRestartLoop'];
 export const COARSE_FAULTS: readonly FaultKind[] = ['clientCutOff', 'clientPowerLossCutOff'];
 /** And later again (`config-late5`, drawn in drawConfig after every other stream; in disk, swarm, chaos, drift10). */
 const LATE5_FAULTS: readonly FaultKind[] = ['writeBitFlip'];
-/** And later again (`config-late6-stall`, drawn after every other stream; in net, swarm, restarts). */
-const LATE6_FAULTS: readonly FaultKind[] = ['linkStall'];
+/**
+ * And later again (`config-late6-stall`, drawn after every other stream): link stalls in net, swarm and restarts;
+ * power loss mid-write in disk, swarm and restarts.
+ */
+const LATE6_FAULTS: readonly FaultKind[] = ['linkStall', 'nodePowerLossMidWrite'];
 const isLate = (f: FaultKind) =>
   LATE6_FAULTS.includes(f) ||
   LATE5_FAULTS.includes(f) ||
@@ -186,7 +195,15 @@ const NODES: FaultKind[] = [
   'leaderTransfer',
   'membership',
 ];
-const DISK: FaultKind[] = ['diskEio', 'diskSlow', 'bitFlip', 'nodePowerLoss', 'nodeCrash', 'writeBitFlip'];
+const DISK: FaultKind[] = [
+  'diskEio',
+  'diskSlow',
+  'bitFlip',
+  'nodePowerLoss',
+  'nodeCrash',
+  'writeBitFlip',
+  'nodePowerLossMidWrite',
+];
 const CLIENTS: FaultKind[] = [
   'clientCrash',
   'clientReplace',
@@ -205,6 +222,7 @@ const RESTARTS: FaultKind[] = [
   'diskSlow',
   'netNoise',
   'linkStall',
+  'nodePowerLossMidWrite',
 ];
 
 export const PROFILES: Record<string, Profile> = {
@@ -251,8 +269,8 @@ export const PROFILES: Record<string, Profile> = {
   swarm: {
     name: 'swarm',
     summary: 'every fault; each seed draws its own subset and rates (default)',
-    // Link stalls too (not in FAULT_KINDS: `chaos` and `drift10` keep their runs).
-    faults: [...ALL, 'linkStall'],
+    // Link stalls and power loss mid-write too (not in FAULT_KINDS: `chaos` and `drift10` keep their runs).
+    faults: [...ALL, 'linkStall', 'nodePowerLossMidWrite'],
     swarm: true,
     clockDrift: 0.05,
     netNoise: 1,

@@ -78,6 +78,8 @@ export class FaultDirector {
   private readonly restartRng: Prng;
   /** Link stalls' own stream (`linkStall`): seeds without them never draw from it. */
   private readonly stallRng: Prng;
+  /** Power loss mid-write's own stream (`nodePowerLossMidWrite`). */
+  private readonly midWriteRng: Prng;
   private transferProc: SimProcess | undefined;
   private changeProc: SimProcess | undefined;
   /**
@@ -93,6 +95,7 @@ export class FaultDirector {
     this.seqRng = c.world.rng('faults-seq');
     this.restartRng = c.world.rng('faults-restarts');
     this.stallRng = c.world.rng('faults-stall');
+    this.midWriteRng = c.world.rng('faults-midwrite');
     this.lateRng = c.world.rng('faults-late5');
     this.weights = { ...c.cfg.weights };
     // The seed's deployments wait this long for the cluster before they resume from the cache (set before any
@@ -513,7 +516,42 @@ export class FaultDirector {
         return this.restartLoop();
       case 'linkStall':
         return this.linkStall();
+      case 'nodePowerLossMidWrite':
+        return this.powerLossMidWrite();
     }
+  }
+
+  /**
+   * A node machine loses power while an fdatasync of its WAL is in flight: at the start of the next one within an
+   * outage, the power goes at a drawn moment of it (the write it covers torn at any byte, as `nodePowerLoss` tears
+   * the first unsynced write); restarted after an outage. Draws come from `faults-midwrite`.
+   */
+  private powerLossMidWrite(): boolean {
+    if (!this.canImpair() || this.c.hosts.some((h) => h.onWalSync)) return false;
+    const r = this.midWriteRng;
+    const h = pickMaybe(r, this.healthyNodes());
+    if (!h) return false;
+    const proc = h.proc;
+    const sched = this.c.world.sched;
+    this.trace(`n${h.id} power loss at its next WAL fdatasync`);
+    const hook = (us: number) => {
+      h.onWalSync = undefined;
+      sched.after(r.int(Math.max(1, us)), undefined, 'power-loss-mid-write', () => {
+        if (this.healed || h.proc !== proc || !h.up || !this.canImpair()) return;
+        this.trace(`n${h.id} loses power mid-write`);
+        h.crash('power', (n) => r.int(n));
+        this.later(this.outage(), 'restart-node', () => h.boot());
+      });
+    };
+    h.onWalSync = hook;
+    this.later(
+      r.range(this.c.cfg.outageMs[0], this.c.cfg.outageMs[1]) * 1000,
+      'power-loss-mid-write-off',
+      () => {
+        if (h.onWalSync === hook) h.onWalSync = undefined;
+      },
+    );
+    return true;
   }
 
   /**
@@ -911,6 +949,7 @@ export class FaultDirector {
     for (const l of c.leaseClients) l.onResumed = undefined;
     for (const h of c.hosts) h.onLeads = undefined;
     for (const h of c.hosts) h.writeFlip = undefined;
+    for (const h of c.hosts) h.onWalSync = undefined;
     for (const h of this.members()) {
       h.diskFaults.syncEio = 0;
       h.diskFaults.slow = 1;

@@ -25,3 +25,6 @@ export function frameShapedText(): string {
     }
   }
 }
+
+/** What follows the frame in a value (the rest of a binary record): a tear anywhere in it leaves the frame whole. */
+export const FRAME_VALUE_TAIL = '~'.repeat(192);

@@ -11,7 +11,7 @@ import { Trace } from '../trace.js';
 import { type ConfigOverrides, drawConfig, type SimConfig } from './config.js';
 import { FailStopOracle, type FailStopStats } from './fail-stop-oracle.js';
 import { FaultDirector, type FaultStats } from './faults.js';
-import { frameShapedText } from './frame-shaped.js';
+import { FRAME_VALUE_TAIL, frameShapedText } from './frame-shaped.js';
 import { routeGlobalTimers } from './global-timers.js';
 import { callLeader, HttpRouter, LB_HOST } from './http-router.js';
 import { IdOracle, type OracleStats } from './id-oracle.js';
@@ -441,8 +441,10 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
       endpoints,
       history,
       w.rng(name),
-      [30, 400],
-      cfg.kvFrameValues ? `:${frameShapedText()}` : '',
+      // A client that stores frame-shaped values is a busy one (a cache of binary records): more writes in flight
+      // when the power goes.
+      cfg.kvFrameValues ? [5, 60] : [30, 400],
+      cfg.kvFrameValues ? `:${frameShapedText()}${FRAME_VALUE_TAIL}` : '',
     );
     kvClients.push(c);
     sched.after(0, proc, 'kv-start', () => c.start());
