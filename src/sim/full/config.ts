@@ -578,12 +578,14 @@ export function drawConfig(seed: number, profileName: string, o: ConfigOverrides
     if (!p.swarm) weights[f] = 5;
     else if (flipRng.chance(0.5)) weights[f] = flipRng.range(1, 10);
   }
-  // Link stalls (`config-late6-stall`): a seed that does not draw one keeps its configuration and its run.
+  // Link stalls and power loss mid-write (`config-late6-stall`): a seed that draws neither keeps its configuration
+  // and its run.
+  // In a quarter of the swarm seeds each (so most recorded swarm seeds keep their runs), half of the others.
   const stallRng = new Prng(seed).fork('config-late6-stall');
   for (const f of p.faults) {
     if (!LATE6_FAULTS.includes(f)) continue;
     if (!p.swarm) weights[f] = 5;
-    else if (stallRng.chance(0.5)) weights[f] = stallRng.range(1, 10);
+    else if (stallRng.chance(p.name === 'swarm' ? 1 / 4 : 1 / 2)) weights[f] = stallRng.range(1, 10);
   }
   const cutOff = weights.clientRestartCutOff !== undefined;
   const acquireTimeoutMs = cutOff && late3.chance(3 / 4) ? late3.pick([100, 250, 500, 1000]) : undefined;
