@@ -225,6 +225,12 @@ const RESTARTS: FaultKind[] = [
   'nodePowerLossMidWrite',
 ];
 
+/**
+ * The `stalls` profile: three nodes whose links stall and then deliver what they held, under crash loops and crashes
+ * (what a late ReadIndex answer needs to meet the next process of the node that asked: issue 9 item 1b).
+ */
+const STALLS: FaultKind[] = ['linkStall', 'nodeRestartLoop', 'nodeCrash', 'netNoise'];
+
 export const PROFILES: Record<string, Profile> = {
   quiet: {
     name: 'quiet',
@@ -311,6 +317,15 @@ export const PROFILES: Record<string, Profile> = {
     clockDrift: 0.05,
     netNoise: 0.3,
     clusterSizes: [1, 3],
+  },
+  stalls: {
+    name: 'stalls',
+    summary:
+      'links that stall for 0.2-3 s and then deliver what they held, with crash loops and crashes (three nodes)',
+    faults: STALLS,
+    swarm: true,
+    clockDrift: 0.05,
+    netNoise: 0.3,
   },
 };
 
@@ -427,6 +442,8 @@ export interface SimConfig {
    * after the tear. Drawn from `config-late6-frames` in profiles with power loss (absent: plain values).
    */
   kvFrameValues?: boolean;
+  /** Key-value clients' think time between operations, ms (absent: 30-400; busy clients: 5-60). */
+  kvThinkMs?: [number, number];
 }
 
 export interface ConfigOverrides {
@@ -585,6 +602,8 @@ export function drawConfig(seed: number, profileName: string, o: ConfigOverrides
   for (const f of p.faults) {
     if (!LATE6_FAULTS.includes(f)) continue;
     if (!p.swarm) weights[f] = 5;
+    else if (p.name === 'stalls')
+      weights[f] = stallRng.range(3, 10); // what the profile is for: always on
     else if (stallRng.chance(p.name === 'swarm' ? 1 / 4 : 1 / 2)) weights[f] = stallRng.range(1, 10);
   }
   const cutOff = weights.clientRestartCutOff !== undefined;
@@ -655,6 +674,9 @@ export function drawConfig(seed: number, profileName: string, o: ConfigOverrides
   };
   const frameValues = o.kvFrameValues ?? drawFrameValues(seed, p);
   if (frameValues) cfg.kvFrameValues = true;
+  // Busy key-value clients with frame-shaped values (more records in flight when the power goes), and in `stalls`
+  // (more reads on followers, whose ReadIndex answers a stall can hold).
+  if (frameValues || p.name === 'stalls') cfg.kvThinkMs = [5, 60];
   return p.coarseLeases ? drawCoarse(seed, p, cfg) : cfg;
 }
 

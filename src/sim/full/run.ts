@@ -441,9 +441,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
       endpoints,
       history,
       w.rng(name),
-      // A client that stores frame-shaped values is a busy one (a cache of binary records): more writes in flight
-      // when the power goes.
-      cfg.kvFrameValues ? [5, 60] : [30, 400],
+      cfg.kvThinkMs ?? [30, 400],
       cfg.kvFrameValues ? `:${frameShapedText()}${FRAME_VALUE_TAIL}` : '',
     );
     kvClients.push(c);
