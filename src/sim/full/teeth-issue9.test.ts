@@ -277,15 +277,16 @@ describe('the full-stack simulator and the issue-9 switches', () => {
 
   // 6c needs durability already lost, which the failure model excludes: it shows only with a second switch that
   // loses it. Fixed, the node halts (`process-crash`, the halt citing the commit beyond its log); with the step error
-  // only logged, the same seed ends otherwise: the oracles still fail it, but no longer on the cause.
+  // only logged, the same seed ends otherwise: the oracles still fail it, but no longer on the cause. Seed 21 (24 until
+  // power loss mid-write and frame-shaped values, drawn in half the disk seeds, changed its run).
   it('6c with wal-cut-complete-frame: the follower that lost its tail no longer halts, and never catches up', {
     timeout: 120_000,
   }, async () => {
-    const fixed = await runFullSim({ seed: 24, profile: 'disk', bugs: ['wal-cut-complete-frame'] });
+    const fixed = await runFullSim({ seed: 21, profile: 'disk', bugs: ['wal-cut-complete-frame'] });
     expect(fixed.failure?.kind).toBe('process-crash');
     expect(fixed.failure?.detail).toMatch(/commit \d+ is beyond the last index/);
     const logged = await runFullSim({
-      seed: 24,
+      seed: 21,
       profile: 'disk',
       bugs: ['wal-cut-complete-frame', 'step-error-logged'],
     });
