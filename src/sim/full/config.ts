@@ -90,7 +90,20 @@ export type FaultKind =
    * segment headers) and snapshot files: corruption on the write path (firmware, DMA, a misdirected write), which
    * the node does not see while it runs (it never reads back what it wrote) and finds at its next start.
    */
-  | 'writeBitFlip';
+  | 'writeBitFlip'
+  /**
+   * For a while (0.2-3 s), some directed links between nodes stall and then deliver everything they held, in order
+   * (a congested switch port, a TCP connection whose receiver stops reading, a middlebox that buffers): one link, or
+   * every link out of or into one node (the leader's in half the stalls). Nothing is lost; a message for a process
+   * that died meanwhile goes with the connection it travelled on.
+   */
+  | 'linkStall'
+  /**
+   * A node machine loses power while an fdatasync of its WAL is in flight (the write it covers torn at any byte): a
+   * loaded server is mid-write most of the time, the simulated one seldom, so a power loss at a random moment hardly
+   * ever tears a log record. Restarted later, as after `nodePowerLoss`.
+   */
+  | 'nodePowerLossMidWrite';
 
 export const FAULT_KINDS: readonly FaultKind[] = [
   'partition',
@@ -138,7 +151,13 @@ const RESTART_FAULTS: readonly FaultKind[] = ['nodeRestartLoop'];
 export const COARSE_FAULTS: readonly FaultKind[] = ['clientCutOff', 'clientPowerLossCutOff'];
 /** And later again (`config-late5`, drawn in drawConfig after every other stream; in disk, swarm, chaos, drift10). */
 const LATE5_FAULTS: readonly FaultKind[] = ['writeBitFlip'];
+/**
+ * And later again (`config-late6-stall`, drawn after every other stream): link stalls in net, swarm and restarts;
+ * power loss mid-write in disk, swarm and restarts.
+ */
+const LATE6_FAULTS: readonly FaultKind[] = ['linkStall', 'nodePowerLossMidWrite'];
 const isLate = (f: FaultKind) =>
+  LATE6_FAULTS.includes(f) ||
   LATE5_FAULTS.includes(f) ||
   LATE_FAULTS.includes(f) ||
   LATE2_FAULTS.includes(f) ||
@@ -167,7 +186,7 @@ export interface Profile {
 }
 
 const ALL = FAULT_KINDS;
-const NET: FaultKind[] = ['partition', 'clientPartition', 'netNoise', 'replyMixup'];
+const NET: FaultKind[] = ['partition', 'clientPartition', 'netNoise', 'replyMixup', 'linkStall'];
 const NODES: FaultKind[] = [
   'nodeCrash',
   'nodePowerLoss',
@@ -176,7 +195,15 @@ const NODES: FaultKind[] = [
   'leaderTransfer',
   'membership',
 ];
-const DISK: FaultKind[] = ['diskEio', 'diskSlow', 'bitFlip', 'nodePowerLoss', 'nodeCrash', 'writeBitFlip'];
+const DISK: FaultKind[] = [
+  'diskEio',
+  'diskSlow',
+  'bitFlip',
+  'nodePowerLoss',
+  'nodeCrash',
+  'writeBitFlip',
+  'nodePowerLossMidWrite',
+];
 const CLIENTS: FaultKind[] = [
   'clientCrash',
   'clientReplace',
@@ -188,7 +215,21 @@ const CLIENTS: FaultKind[] = [
 ];
 
 /** The `restarts` profile: a crash loop always on (see drawConfig), with what a restarting node meets. */
-const RESTARTS: FaultKind[] = ['nodeRestartLoop', 'nodeCrash', 'nodePowerLoss', 'diskSlow', 'netNoise'];
+const RESTARTS: FaultKind[] = [
+  'nodeRestartLoop',
+  'nodeCrash',
+  'nodePowerLoss',
+  'diskSlow',
+  'netNoise',
+  'linkStall',
+  'nodePowerLossMidWrite',
+];
+
+/**
+ * The `stalls` profile: three nodes whose links stall and then deliver what they held, under crash loops and crashes
+ * (what a late ReadIndex answer needs to meet the next process of the node that asked: issue 9 item 1b).
+ */
+const STALLS: FaultKind[] = ['linkStall', 'nodeRestartLoop', 'nodeCrash', 'netNoise'];
 
 export const PROFILES: Record<string, Profile> = {
   quiet: {
@@ -234,7 +275,8 @@ export const PROFILES: Record<string, Profile> = {
   swarm: {
     name: 'swarm',
     summary: 'every fault; each seed draws its own subset and rates (default)',
-    faults: ALL,
+    // Link stalls and power loss mid-write too (not in FAULT_KINDS: `chaos` and `drift10` keep their runs).
+    faults: [...ALL, 'linkStall', 'nodePowerLossMidWrite'],
     swarm: true,
     clockDrift: 0.05,
     netNoise: 1,
@@ -275,6 +317,15 @@ export const PROFILES: Record<string, Profile> = {
     clockDrift: 0.05,
     netNoise: 0.3,
     clusterSizes: [1, 3],
+  },
+  stalls: {
+    name: 'stalls',
+    summary:
+      'links that stall for 0.2-3 s and then deliver what they held, with crash loops and crashes (three nodes)',
+    faults: STALLS,
+    swarm: true,
+    clockDrift: 0.05,
+    netNoise: 0.3,
   },
 };
 
@@ -400,6 +451,14 @@ export interface SimConfig {
   outageMs: [number, number];
   /** Raft traffic through the production PeerTransport over simulated TCP (peer-net.ts), and its settings. */
   transport: PeerTransportConfig;
+  /**
+   * Key-value clients append a complete, checksummed WAL frame of ASCII bytes to every value they write
+   * (`frame-shaped.ts`: binary-minded or hostile clients), so a power loss tearing such a record leaves a valid frame
+   * after the tear. Drawn from `config-late6-frames` in profiles with power loss (absent: plain values).
+   */
+  kvFrameValues?: boolean;
+  /** Key-value clients' think time between operations, ms (absent: 30-400; busy clients: 5-60). */
+  kvThinkMs?: [number, number];
 }
 
 export interface ConfigOverrides {
@@ -417,6 +476,8 @@ export interface ConfigOverrides {
   storage?: 'durable' | 'memory';
   /** Raft traffic: the simulator's NodeTransport ('sim'), the production PeerTransport, or drawn per seed (default). */
   peerTransport?: 'sim' | 'production' | 'drawn';
+  /** Frame-shaped key-value values (default: drawn in some seeds of profiles with power loss). */
+  kvFrameValues?: boolean;
 }
 
 export const COARSE_LAYOUT: Layout = defineLayout({
@@ -534,6 +595,7 @@ export function drawConfig(seed: number, profileName: string, o: ConfigOverrides
             !LATE2_FAULTS.includes(f) &&
             !LATE3_FAULTS.includes(f) &&
             !LATE5_FAULTS.includes(f) &&
+            !LATE6_FAULTS.includes(f) &&
             !RESTART_FAULTS.includes(f) &&
             !COARSE_FAULTS.includes(f),
         ),
@@ -574,6 +636,17 @@ export function drawConfig(seed: number, profileName: string, o: ConfigOverrides
     if (!LATE5_FAULTS.includes(f)) continue;
     if (!p.swarm) weights[f] = 5;
     else if (flipRng.chance(0.5)) weights[f] = flipRng.range(1, 10);
+  }
+  // Link stalls and power loss mid-write (`config-late6-stall`): a seed that draws neither keeps its configuration
+  // and its run.
+  // In a quarter of the swarm seeds each (so most recorded swarm seeds keep their runs), half of the others.
+  const stallRng = new Prng(seed).fork('config-late6-stall');
+  for (const f of p.faults) {
+    if (!LATE6_FAULTS.includes(f)) continue;
+    if (!p.swarm) weights[f] = 5;
+    else if (p.name === 'stalls')
+      weights[f] = stallRng.range(3, 10); // what the profile is for: always on
+    else if (stallRng.chance(p.name === 'swarm' ? 1 / 4 : 1 / 2)) weights[f] = stallRng.range(1, 10);
   }
   const cutOff = weights.clientRestartCutOff !== undefined;
   const acquireTimeoutMs = cutOff && late3.chance(3 / 4) ? late3.pick([100, 250, 500, 1000]) : undefined;
@@ -642,6 +715,11 @@ export function drawConfig(seed: number, profileName: string, o: ConfigOverrides
     outageMs: [10, rng.range(200, 4_000)],
     transport: drawTransport(seed, o.peerTransport ?? 'drawn'),
   };
+  const frameValues = o.kvFrameValues ?? drawFrameValues(seed, p);
+  if (frameValues) cfg.kvFrameValues = true;
+  // Busy key-value clients with frame-shaped values (more records in flight when the power goes), and in `stalls`
+  // (more reads on followers, whose ReadIndex answers a stall can hold).
+  if (frameValues || p.name === 'stalls') cfg.kvThinkMs = [5, 60];
   return p.coarseLeases ? drawCoarse(seed, p, cfg) : cfg;
 }
 
@@ -696,6 +774,16 @@ function drawCoarse(seed: number, p: Profile, cfg: SimConfig): SimConfig {
       ...(acquireTimeoutMs === undefined ? {} : { acquireTimeoutMs }),
     },
   };
+}
+
+/**
+ * Frame-shaped key-value values (`config-late6-frames`, a stream of its own: a seed that does not draw them runs as before):
+ * in half the seeds of `disk` and `restarts`, a quarter of the other profiles with power loss.
+ */
+function drawFrameValues(seed: number, p: Profile): boolean {
+  if (!p.faults.includes('nodePowerLoss')) return false;
+  const share = p.name === 'disk' || p.name === 'restarts' ? 1 / 2 : 1 / 4;
+  return new Prng(seed).fork('config-late6-frames').chance(share);
 }
 
 /** From a stream of its own (`config-late4-transport`), so every other draw of a seed stays as it was. */

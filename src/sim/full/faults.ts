@@ -81,6 +81,10 @@ export class FaultDirector {
   private looping = false;
   /** The crash loops' own stream: seeds of other profiles never draw from it. */
   private readonly restartRng: Prng;
+  /** Link stalls' own stream (`linkStall`): seeds without them never draw from it. */
+  private readonly stallRng: Prng;
+  /** Power loss mid-write's own stream (`nodePowerLossMidWrite`). */
+  private readonly midWriteRng: Prng;
   private transferProc: SimProcess | undefined;
   private changeProc: SimProcess | undefined;
   /**
@@ -96,6 +100,8 @@ export class FaultDirector {
     this.seqRng = c.world.rng('faults-seq');
     this.respLeaseRng = c.world.rng('faults-resp-lease');
     this.restartRng = c.world.rng('faults-restarts');
+    this.stallRng = c.world.rng('faults-stall');
+    this.midWriteRng = c.world.rng('faults-midwrite');
     this.lateRng = c.world.rng('faults-late5');
     this.weights = { ...c.cfg.weights };
     // The seed's deployments wait this long for the cluster before they resume from the cache (set before any
@@ -551,7 +557,68 @@ export class FaultDirector {
         return this.membershipStep();
       case 'nodeRestartLoop':
         return this.restartLoop();
+      case 'linkStall':
+        return this.linkStall();
+      case 'nodePowerLossMidWrite':
+        return this.powerLossMidWrite();
     }
+  }
+
+  /**
+   * A node machine loses power while an fdatasync of its WAL is in flight: at the start of the next one within an
+   * outage, the power goes at a drawn moment of it (the write it covers torn at any byte, as `nodePowerLoss` tears
+   * the first unsynced write); restarted after an outage. Draws come from `faults-midwrite`.
+   */
+  private powerLossMidWrite(): boolean {
+    if (!this.canImpair() || this.c.hosts.some((h) => h.onWalSync)) return false;
+    const r = this.midWriteRng;
+    const h = pickMaybe(r, this.healthyNodes());
+    if (!h) return false;
+    const proc = h.proc;
+    const sched = this.c.world.sched;
+    this.trace(`n${h.id} power loss at its next WAL fdatasync`);
+    const hook = (us: number) => {
+      h.onWalSync = undefined;
+      sched.after(r.int(Math.max(1, us)), undefined, 'power-loss-mid-write', () => {
+        if (this.healed || h.proc !== proc || !h.up || !this.canImpair()) return;
+        this.trace(`n${h.id} loses power mid-write`);
+        h.crash('power', (n) => r.int(n));
+        this.later(this.outage(), 'restart-node', () => h.boot());
+      });
+    };
+    h.onWalSync = hook;
+    this.later(
+      r.range(this.c.cfg.outageMs[0], this.c.cfg.outageMs[1]) * 1000,
+      'power-loss-mid-write-off',
+      () => {
+        if (h.onWalSync === hook) h.onWalSync = undefined;
+      },
+    );
+    return true;
+  }
+
+  /**
+   * Some directed links between nodes stall for 0.2-3 s, then deliver everything they held, in order: one link out of
+   * or into a node, or every link out of or into it; the node is the leader in half the stalls. A congested switch
+   * port, a receiver that stops reading its socket, a middlebox that buffers. Draws come from `faults-stall`.
+   */
+  private linkStall(): boolean {
+    const c = this.c;
+    const r = this.stallRng;
+    const ids = this.members().map((h) => h.id);
+    if (ids.length < 2) return false;
+    const lead = this.leader()?.id;
+    const node = lead !== undefined && r.chance(1 / 2) ? lead : r.pick(ids);
+    const others = ids.filter((i) => i !== node);
+    const shape = r.int(4);
+    const peers = shape < 2 ? [r.pick(others)] : others;
+    const links: [NodeId, NodeId][] = peers.map((p) => (shape % 2 === 0 ? [node, p] : [p, node]));
+    const ms = r.range(200, 3_000);
+    c.net.stall(links, c.world.sched.nowUs + ms * 1000);
+    const names = links.map(([a, b]) => `${a}->${b}`).join(' ');
+    this.trace(`links stall for ${ms} ms: ${names}`);
+    this.later(ms * 1000, 'stall-over', () => this.trace(`links deliver what they held: ${names}`));
+    return true;
   }
 
   /**
@@ -909,6 +976,7 @@ export class FaultDirector {
     this.healed = true;
     const c = this.c;
     c.net.setBlocked([]);
+    c.net.clearStalls();
     c.net.conditions = { ...c.cfg.net };
     // Over the production transport a lost or corrupted segment is a TCP retransmission, 200 ms at the least: with an
     // election timeout under two of those, background loss alone keeps a small cluster electing (swarm seed 451036:
@@ -924,6 +992,7 @@ export class FaultDirector {
     for (const l of c.leaseClients) l.onResumed = undefined;
     for (const h of c.hosts) h.onLeads = undefined;
     for (const h of c.hosts) h.writeFlip = undefined;
+    for (const h of c.hosts) h.onWalSync = undefined;
     for (const h of this.members()) {
       h.diskFaults.syncEio = 0;
       h.diskFaults.slow = 1;

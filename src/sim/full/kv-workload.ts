@@ -52,6 +52,8 @@ export class KvClient {
     private readonly history: KvHistory,
     private readonly rng: Prng,
     private readonly thinkMs: [number, number],
+    /** Appended to every value written (a frame-shaped suffix: `SimConfig.kvFrameValues`); '' for plain values. */
+    private readonly valueSuffix = '',
   ) {}
 
   start(): void {
@@ -161,7 +163,7 @@ export class KvClient {
   }
 
   private async put(key: string): Promise<void> {
-    const value = `${this.name}-${++this.seq}`;
+    const value = `${this.name}-${++this.seq}${this.valueSuffix}`;
     const op = this.begin(this.history.registers, key, { op: 'write', value });
     const r = await this.write('PUT', `/v1/kv/${key}`, { value });
     if (r.kind === 'ok') {
@@ -178,7 +180,7 @@ export class KvClient {
 
   private async cas(key: string): Promise<void> {
     const expect = this.lastSeen.get(key) ?? null;
-    const value = `${this.name}-${++this.seq}`;
+    const value = `${this.name}-${++this.seq}${this.valueSuffix}`;
     const op = this.begin(this.history.registers, key, { op: 'cas', expected: expect, value });
     const r = await this.write('POST', `/v1/kv/${key}/cas`, { expect, value });
     let out: Outcome<RegisterOutput> = r.kind === 'ok' ? { kind: 'ok', value: false } : r;

@@ -77,6 +77,12 @@ export class VirtualNetwork {
   readonly stats: NetStats = { sent: 0, delivered: 0, dropped: 0, duplicated: 0, corrupted: 0, blocked: 0 };
   /** Directed links that deliver nothing: "from->to". */
   private readonly blocked = new Set<string>();
+  /**
+   * Stalled directed links ("from->to"), and until when (global µs): what they carry waits and is delivered, in order,
+   * when the stall ends (`linkStall`). Only the time of a delivery changes, never a draw, so a run without stalls is
+   * as before.
+   */
+  private readonly stalls = new Map<string, number>();
   private readonly endpoints = new Map<NodeId, Endpoint>();
   /** Sees every message a node sends, whatever its fate (the Raft checker's wire view). */
   onSend: ((m: Message) => void) | undefined;
@@ -122,8 +128,29 @@ export class VirtualNetwork {
     return [...this.blocked].sort();
   }
 
+  /**
+   * Whether the directed link delivers nothing now: blocked by a partition, or stalled (over the production transport
+   * both are what TCP shows: the bytes wait for a retransmission after the link is back).
+   */
   isBlocked(from: NodeId, to: NodeId): boolean {
-    return this.blocked.has(`${from}->${to}`);
+    return this.blocked.has(`${from}->${to}`) || this.stalledUntil(from, to) !== undefined;
+  }
+
+  /** Stalls the directed links given until `untilUs` (global µs); what they carry meanwhile arrives after it. */
+  stall(links: Iterable<[NodeId, NodeId]>, untilUs: number): void {
+    for (const [a, b] of links) this.stalls.set(`${a}->${b}`, untilUs);
+  }
+
+  /** Ends every stall now (what they held keeps its delivery time). */
+  clearStalls(): void {
+    this.stalls.clear();
+  }
+
+  /** The end of the stall in force on a directed link, or undefined when it is not stalled. */
+  private stalledUntil(from: NodeId, to: NodeId): number | undefined {
+    if (this.stalls.size === 0) return undefined;
+    const until = this.stalls.get(`${from}->${to}`);
+    return until !== undefined && until > this.sched.nowUs ? until : undefined;
   }
 
   private live(ep: Endpoint | undefined): ep is Endpoint {
@@ -177,6 +204,8 @@ export class VirtualNetwork {
       let at = this.sched.nowUs + this.delay();
       const last = to.lastAt.get(m.from) ?? 0;
       if (!this.rng.chance(c.reorder)) at = Math.max(at, last);
+      const stalled = this.stalledUntil(m.from, m.to);
+      if (stalled !== undefined) at = Math.max(at, stalled);
       to.lastAt.set(m.from, Math.max(at, last));
       const sentFrame = frame;
       if (m.type === 'snap') {

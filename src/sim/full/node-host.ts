@@ -106,6 +106,11 @@ export class NodeHost {
   /** Removed from the cluster (replaced by a new member): it stops and never starts again. */
   removed = false;
   readonly diskFaults: DiskFaults = { syncEio: 0, slow: 1 };
+  /**
+   * Told when an fdatasync of a WAL segment starts (`nodePowerLossMidWrite`), with how long it takes (µs): the write
+   * it covers is in the page cache only until then.
+   */
+  onWalSync: ((us: number) => void) | undefined;
   /** Called when this node's process becomes leader (the `nodeRestartLoop` fault watches it; else unset). */
   onLeads: ((h: NodeHost) => void) | undefined;
   /** While set, writes to the node's WAL and snapshot files may get a bit flipped (`writeBitFlip`). */
@@ -553,12 +558,13 @@ export class NodeHost {
         w.trace(`n${this.id} disk: bit flipped in a write: ${file}@${position + at}.${bit}`);
         return undefined;
       },
-      delay: (op) => {
+      delay: (op, path) => {
         if (op !== 'datasync' && op !== 'syncDir') return undefined;
         const p = this.proc;
         if (!p?.alive) return new Promise(() => {});
         const [lo, hi] = this.settings.syncUs;
         const us = Math.ceil(rng.range(lo, hi) * this.diskFaults.slow);
+        if (this.onWalSync && op === 'datasync' && path.includes('/wal/')) this.onWalSync(us);
         return new Promise<void>((resolve) => {
           w.sched.after(us, p, `disk ${op}`, resolve);
         });

@@ -79,8 +79,9 @@ describe('the production PeerTransport inside the full-stack simulation', () => 
   it('catches corrupted bytes past TCP with the frame checksum; without it the oracle finds the damage', {
     timeout: 300_000,
   }, async () => {
+    // Seed 4 (1 until link stalls, drawn in half the net seeds, changed its run: its damage now halts a node first).
     const caught = await runFullSim({
-      seed: 1,
+      seed: 4,
       profile: 'net',
       ...production,
       bugs: ['peer-corrupt-delivered'],
@@ -89,7 +90,7 @@ describe('the production PeerTransport inside the full-stack simulation', () => 
     expect(caught.stats.peerNet?.corruptDelivered).toBeGreaterThan(0);
     expect(caught.stats.peerNet?.frameChecksumFailures).toBeGreaterThan(0);
     const bad = await runFullSim({
-      seed: 1,
+      seed: 4,
       profile: 'net',
       ...production,
       bugs: ['peer-corrupt-delivered', 'transport-no-frame-crc'],

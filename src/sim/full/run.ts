@@ -11,6 +11,7 @@ import { Trace } from '../trace.js';
 import { type ConfigOverrides, drawConfig, type SimConfig } from './config.js';
 import { FailStopOracle, type FailStopStats } from './fail-stop-oracle.js';
 import { FaultDirector, type FaultStats } from './faults.js';
+import { FRAME_VALUE_TAIL, frameShapedText } from './frame-shaped.js';
 import { routeGlobalTimers } from './global-timers.js';
 import { callLeader, HttpRouter, LB_HOST } from './http-router.js';
 import { IdOracle, type OracleStats } from './id-oracle.js';
@@ -444,7 +445,8 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
       endpoints,
       history,
       w.rng(name),
-      [30, 400],
+      cfg.kvThinkMs ?? [30, 400],
+      cfg.kvFrameValues ? `:${frameShapedText()}${FRAME_VALUE_TAIL}` : '',
     );
     kvClients.push(c);
     sched.after(0, proc, 'kv-start', () => c.start());

@@ -154,7 +154,8 @@ describe('writeBitFlip in whole runs', () => {
     timeout: 120_000,
   }, async () => {
     const lines: string[] = [];
-    const r = await runFullSim({ seed: 7, profile: 'disk', verbose: (l) => lines.push(l) });
+    // Seed 16 (7 until power loss mid-write and frame-shaped values, drawn in half the disk seeds, changed its run).
+    const r = await runFullSim({ seed: 16, profile: 'disk', verbose: (l) => lines.push(l) });
     expect(r.failure).toBeUndefined();
     expect(r.stats.faults.writeFlips).toBeGreaterThan(0);
     expect(r.stats.faults.writeFlipRefusals).toBeGreaterThan(0);
