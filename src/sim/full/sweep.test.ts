@@ -13,6 +13,7 @@ const SWEEP: Array<{ profile: string; seeds: [number, number] }> = [
   { profile: 'clients', seeds: [1, 30] },
   { profile: 'restarts', seeds: [1, 15] },
   { profile: 'coarse', seeds: [1, 15] },
+  { profile: 'stalls', seeds: [1, 15] },
   { profile: 'swarm', seeds: [1, 120] },
 ];
 
