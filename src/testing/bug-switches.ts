@@ -48,6 +48,10 @@
  * - `resp-renew-unchecked` (issue 10, RESP lease clients): `WORKER.RENEW` with a token the cluster fenced (`stale_token`,
  *   `not_held`, `lease_expired`) is answered as renewed, from the worker's record, as if the token had been checked,
  *   so a holder whose lease expired and was granted to another takes the renewal and issues again.
+ * - `transport-skip-proof` (issue 10, strangers on the peer port): the peer transport's listener accepts an AUTH
+ *   without checking its proof, so anyone who can name the cluster id and a member id is taken for that member.
+ * - `transport-no-pending-limit` (issue 10, strangers on the peer port): the listener does not enforce
+ *   `maxPendingHandshakes`, so unauthenticated connections (slow handshakes) pile up without bound.
  */
 export const BUG_SWITCHES = [
   'client-two-generators',
@@ -68,6 +72,8 @@ export const BUG_SWITCHES = [
   'step-error-logged',
   'undecodable-entry-skipped',
   'resp-renew-unchecked',
+  'transport-skip-proof',
+  'transport-no-pending-limit',
 ] as const;
 export type BugSwitch = (typeof BUG_SWITCHES)[number];
 

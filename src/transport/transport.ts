@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import type { NodeTransport } from '../node/seams.js';
 import type { Message, NodeId, SnapshotMessage } from '../raft/types.js';
+import { bugOn } from '../testing/bug-switches.js';
 import { acceptHandshake } from './accept.js';
 import { decodeMessage, encodeMessage } from './codec.js';
 import { dialPeer } from './dial.js';
@@ -430,7 +431,7 @@ export class PeerTransport extends EventEmitter<TransportEvents> implements Node
       socket.destroy();
       return;
     }
-    if (this.pendingHandshakes >= this.opts.maxPendingHandshakes) {
+    if (this.pendingHandshakes >= this.opts.maxPendingHandshakes && !bugOn('transport-no-pending-limit')) {
       this.countRejected('busy');
       this.opts.logger.warn(
         { remote: socket.remoteAddress, pending: this.pendingHandshakes },

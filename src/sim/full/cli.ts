@@ -17,6 +17,8 @@
 //   --eio-restart reboot|process   how a node that stopped on an fsync error is restarted (default reboot)
 //   --peer-transport sim|production|drawn   Raft traffic through the simulator's NodeTransport, the production
 //                      PeerTransport over simulated TCP, or either as the seed draws it (default drawn)
+//   --hostile drawn|none|peer|resp|both   strangers on the peer ports and/or hostile RESP clients (default drawn:
+//                      a quarter of swarm seeds each, every seed of profile hostile)
 //   --bug NAME         re-introduce a known bug (repeatable; test-only switches, see docs/simulator-full.md)
 //   --workarounds none|A,B   harness workarounds for open findings (default: all of them, see docs)
 //   --jobs J           run seeds in J child processes (default 1)
@@ -49,7 +51,7 @@ interface Cli {
 const USAGE = `usage: npm run sim:full -- [--seeds N] [--start S] [--seed S] [--profile P] [--nodes N]
          [--clients N] [--kv-clients N] [--seq-clients N] [--snowflake-clients N]
          [--resp-lease-clients N] [--seconds S] [--heal-seconds S]
-         [--storage durable|memory] [--eio-restart reboot|process] [--peer-transport sim|production|drawn] [--bug NAME]...
+         [--storage durable|memory] [--eio-restart reboot|process] [--peer-transport sim|production|drawn] [--hostile drawn|none|peer|resp|both] [--bug NAME]...
          [--workarounds none|LIST] [--jobs J] [--tail N]
          [--verbose] [--json]
 profiles:
@@ -83,6 +85,7 @@ function parse(argv: string[]): Cli {
       storage: { type: 'string' },
       'eio-restart': { type: 'string' },
       'peer-transport': { type: 'string' },
+      hostile: { type: 'string' },
       bug: { type: 'string', multiple: true },
       workarounds: { type: 'string' },
       jobs: { type: 'string' },
@@ -110,6 +113,17 @@ function parse(argv: string[]): Cli {
   if (peerTransport !== 'sim' && peerTransport !== 'production' && peerTransport !== 'drawn') {
     throw new UsageError(`--peer-transport must be sim, production or drawn, got "${peerTransport}"`);
   }
+  const hostile = values.hostile ?? 'drawn';
+  if (!['drawn', 'none', 'peer', 'resp', 'both'].includes(hostile)) {
+    throw new UsageError(`--hostile must be drawn, none, peer, resp or both, got "${hostile}"`);
+  }
+  const hostileOverrides =
+    hostile === 'drawn'
+      ? {}
+      : {
+          peerStrangers: hostile === 'peer' || hostile === 'both',
+          respHostile: hostile === 'resp' || hostile === 'both',
+        };
   const one = int('seed', values.seed, 0, MAX_SEED);
   const count = int('seeds', values.seeds, 1, 100_000_000) ?? 100;
   const start = int('start', values.start, 0, MAX_SEED) ?? 1;
@@ -138,6 +152,7 @@ function parse(argv: string[]): Cli {
   keep('storage', storage, 'durable');
   keep('eio-restart', eio, 'reboot');
   keep('peer-transport', peerTransport, 'drawn');
+  keep('hostile', hostile, 'drawn');
   for (const b of values.bug ?? []) replayArgs.push('--bug', b);
   keep('workarounds', values.workarounds);
   const workarounds =
@@ -169,6 +184,7 @@ function parse(argv: string[]): Cli {
       storage,
       eioRestart: eio,
       peerTransport,
+      ...hostileOverrides,
       bugs: values.bug ?? [],
       ...(workarounds === undefined ? {} : { workarounds }),
     },

@@ -8,6 +8,8 @@ import { Prng } from '../prng.js';
 import { type NetConditions, QUIET_NET } from './network.js';
 import type { NodeSettings } from './node-host.js';
 import type { PeerTransportConfig } from './peer-net.js';
+import type { PeerStrangerConfig } from './peer-strangers.js';
+import type { RespHostileConfig } from './resp-hostile.js';
 
 export type FaultKind =
   /** Symmetric, one-way or partial partitions between nodes. */
@@ -281,6 +283,15 @@ export const PROFILES: Record<string, Profile> = {
     clockDrift: 0.05,
     netNoise: 1,
   },
+  hostile: {
+    name: 'hostile',
+    summary:
+      'swarm, with strangers on the peer port (production transport) and hostile RESP clients in every seed',
+    faults: [...ALL, 'linkStall', 'nodePowerLossMidWrite'],
+    swarm: true,
+    clockDrift: 0.05,
+    netNoise: 1,
+  },
   chaos: {
     name: 'chaos',
     summary: 'every fault at once, equal weights',
@@ -459,6 +470,10 @@ export interface SimConfig {
   kvFrameValues?: boolean;
   /** Key-value clients' think time between operations, ms (absent: 30-400; busy clients: 5-60). */
   kvThinkMs?: [number, number];
+  /** Strangers connecting to the nodes' peer ports (peer-strangers.ts); absent: none. Stream `config-hostile`. */
+  peerStrangers?: PeerStrangerConfig;
+  /** Hostile RESP clients (resp-hostile.ts); absent: none. Stream `config-hostile`. */
+  respHostile?: RespHostileConfig;
 }
 
 export interface ConfigOverrides {
@@ -478,6 +493,10 @@ export interface ConfigOverrides {
   peerTransport?: 'sim' | 'production' | 'drawn';
   /** Frame-shaped key-value values (default: drawn in some seeds of profiles with power loss). */
   kvFrameValues?: boolean;
+  /** Strangers on the peer transport (default: a quarter of swarm seeds, every `hostile` seed); forces production transport. */
+  peerStrangers?: boolean;
+  /** Hostile RESP clients (default: a quarter of swarm seeds, every `hostile` seed). */
+  respHostile?: boolean;
 }
 
 export const COARSE_LAYOUT: Layout = defineLayout({
@@ -720,6 +739,7 @@ export function drawConfig(seed: number, profileName: string, o: ConfigOverrides
   // Busy key-value clients with frame-shaped values (more records in flight when the power goes), and in `stalls`
   // (more reads on followers, whose ReadIndex answers a stall can hold).
   if (frameValues || p.name === 'stalls') cfg.kvThinkMs = [5, 60];
+  drawHostile(seed, p.name, o, cfg);
   return p.coarseLeases ? drawCoarse(seed, p, cfg) : cfg;
 }
 
@@ -796,4 +816,25 @@ function drawTransport(seed: number, mode: 'sim' | 'production' | 'drawn'): Peer
     resetChance: r.pick([0, 0, 0.0005, 0.005]),
     snapshotChunkBytes: r.pick([1024, 4096, 1024 * 1024]),
   };
+}
+
+/**
+ * Hostile clients (issue 10), from a stream of their own (`config-hostile`): in a quarter of the swarm seeds each
+ * (independently), in every `hostile` seed, or forced by the overrides. A seed that draws neither keeps its
+ * configuration and its run. Peer strangers need the production transport, which they force.
+ */
+function drawHostile(seed: number, profile: string, o: ConfigOverrides, cfg: SimConfig): void {
+  const r = new Prng(seed).fork('config-hostile');
+  const always = profile === 'hostile';
+  const peer = o.peerStrangers ?? (always || (profile === 'swarm' && r.chance(1 / 4)));
+  const resp = o.respHostile ?? (always || (profile === 'swarm' && r.chance(1 / 4)));
+  const pending = r.pick([2, 4, 8, 64]);
+  const gap: [number, number] = [20, r.range(100, 1_000)];
+  const respGap: [number, number] = [20, r.range(100, 1_000)];
+  const maxClients = r.pick([2, 4, 8]);
+  if (peer) {
+    cfg.transport = { ...cfg.transport, production: true, maxPendingHandshakes: pending };
+    cfg.peerStrangers = { maxPendingHandshakes: pending, gapMs: gap };
+  }
+  if (resp) cfg.respHostile = { gapMs: respGap, maxClients };
 }

@@ -31,11 +31,14 @@ import type { PeerServer, PeerSocket, SocketFactory } from '../../transport/sock
 import { PeerTransport } from '../../transport/transport.js';
 import type { Prng } from '../prng.js';
 import type { NetConditions, VirtualNetwork } from './network.js';
+import { STRANGER_NET_ID_BASE, STRANGER_TERM } from './peer-strangers.js';
 import type { SimProcess } from './process.js';
 import type { World } from './world.js';
 
 /** Per-seed settings of the production transport (config.ts, stream `config-late4-transport`). */
 export interface PeerTransportConfig {
+  /** The transport's maxPendingHandshakes (absent: the production default); set in seeds with peer strangers. */
+  maxPendingHandshakes?: number;
   /** Run the production PeerTransport (else the simulator's NodeTransport of network.ts). */
   production: boolean;
   /** Kernel send buffer per socket, bytes. */
@@ -78,7 +81,7 @@ type Segment = { kind: 'data'; bytes: Buffer } | { kind: 'fin' } | { kind: 'rst'
 type Listener = (...args: never[]) => void;
 
 /** One end of a simulated TCP connection between node processes. */
-class SimPeerSocket implements PeerSocket {
+export class SimPeerSocket implements PeerSocket {
   destroyed = false;
   private writable = true;
   private peerEnded = false;
@@ -233,10 +236,12 @@ class Direction {
 }
 
 /** One TCP connection between a dialling node process and a listening one. */
-class SimConn {
+export class SimConn {
   dialer!: SimPeerSocket;
   listener: SimPeerSocket | undefined;
   reset = false;
+  /** Data segments the dialer wrote so far (the first two of a member's dial are recorded for strangers). */
+  dialerSegments = 0;
   private readonly up = new Direction();
   private readonly down = new Direction();
 
@@ -250,6 +255,13 @@ class SimConn {
     const to = from === this.dialer ? this.listener : this.dialer;
     if (!to) return;
     const dir = from === this.dialer ? this.up : this.down;
+    if (
+      this.net.recording &&
+      from === this.dialer &&
+      seg.kind === 'data' &&
+      from.nodeId < STRANGER_NET_ID_BASE
+    )
+      this.net.record(this, seg.bytes);
     dir.queue.push(seg);
     if (!dir.waiting) this.pump(from, to, dir);
   }
@@ -351,6 +363,12 @@ export class PeerNet {
   readonly rng: Prng;
   /** Set when every fault ends: the network stops resetting connections. */
   healed = false;
+  /** Each node's running transport (for the stranger oracles). */
+  readonly transports = new Map<NodeId, { proc: SimProcess; transport: PeerTransport }>();
+  /** Record members' handshake bytes for strangers to replay (seeds with peer strangers only). */
+  recording = false;
+  readonly recordedHandshakes: { listener: string; hello: Buffer; auth: Buffer }[] = [];
+  private readonly partial = new Map<SimConn, Buffer>();
   private readonly listeners = new Map<string, ListenEntry>();
   private readonly conns = new Map<SimProcess, Set<SimConn>>();
   private nextPort = 50_000;
@@ -361,6 +379,24 @@ export class PeerNet {
     readonly cfg: PeerTransportConfig,
   ) {
     this.rng = world.rng('peer-net');
+  }
+
+  /** The first two segments a member dialler writes: its HELLO and its AUTH (at most 16 handshakes kept). */
+  record(conn: SimConn, bytes: Buffer): void {
+    conn.dialerSegments++;
+    if (conn.dialerSegments === 1) this.partial.set(conn, Buffer.from(bytes));
+    else if (conn.dialerSegments === 2) {
+      const hello = this.partial.get(conn);
+      this.partial.delete(conn);
+      const addr = conn.name.slice(conn.name.indexOf('->') + 2);
+      if (hello && this.recordedHandshakes.length < 16)
+        this.recordedHandshakes.push({ listener: addr, hello, auth: Buffer.from(bytes) });
+    }
+  }
+
+  /** A connection from a process that is not a member (peer-strangers.ts); `netId` names it on the network. */
+  connectStranger(proc: SimProcess, netId: NodeId, addr: string, onReady: () => void): SimPeerSocket {
+    return this.connect(netId, proc, addr, onReady);
   }
 
   conditions(): NetConditions {
@@ -409,6 +445,13 @@ export class PeerNet {
       listen: { host, port },
       peers: new Map(),
       onMessage: (m) => {
+        if (m.term === STRANGER_TERM) {
+          w.fail(
+            'peer-stranger',
+            `${proc.name}'s transport delivered a stranger's ${m.type} (claiming n${m.from}) to Raft`,
+          );
+          return;
+        }
         vnet.stats.delivered++;
         vnet.onDeliver?.(m.to);
         if (m.type === 'snap') this.stats.snapshotsDelivered++;
@@ -426,6 +469,9 @@ export class PeerNet {
         error: log('error'),
       },
       snapshotChunkBytes: this.cfg.snapshotChunkBytes,
+      ...(this.cfg.maxPendingHandshakes === undefined
+        ? {}
+        : { maxPendingHandshakes: this.cfg.maxPendingHandshakes }),
       random: () => rng.float(),
       now: () => proc.monoMs(),
       randomBytes: (n) => {
@@ -441,6 +487,7 @@ export class PeerNet {
       },
       socketFactory: this.factoryFor(id, proc),
     });
+    this.transports.set(id, { proc, transport: t });
     return {
       send: (messages) => {
         if (!proc.alive) return;

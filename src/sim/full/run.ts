@@ -21,6 +21,7 @@ import { LeaseClientHost, type LeaseClientStats } from './lease-workload.js';
 import { VirtualNetwork } from './network.js';
 import { errText, NodeHost } from './node-host.js';
 import { PEER_HARNESS_BUGS, PeerNet, type PeerNetStats } from './peer-net.js';
+import { type PeerStrangerStats, PeerStrangers } from './peer-strangers.js';
 import { Machine, MachineClock, SimProcess } from './process.js';
 import { RaftObserver } from './raft-observer.js';
 import { RespLeaseClient, type RespLeaseStats, zeroRespLeaseStats } from './resp-lease-workload.js';
@@ -86,6 +87,7 @@ export interface FullSimStats {
   faults: FaultStats;
   /** Simulated TCP between node processes, in seeds with the production PeerTransport. */
   peerNet?: PeerNetStats;
+  peerStrangers?: PeerStrangerStats;
 }
 
 export interface FullSimResult {
@@ -641,6 +643,26 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
     );
   }
 
+  // Strangers on the peer ports (`SimConfig.peerStrangers`): a process of their own, from a stream of their own.
+  let strangers: PeerStrangers | undefined;
+  if (cfg.peerStrangers && peerNet) {
+    peerNet.recording = true;
+    const srng = w.rng('peer-strangers');
+    const proc = new SimProcess(
+      sched,
+      new Machine('stranger', new MachineClock(sched, 1, srng.range(1_000, 1_000_000), WALL_EPOCH_MS)),
+      'stranger#1',
+      w.nextPid(),
+    );
+    w.register(proc);
+    strangers = new PeerStrangers(w, peerNet, proc, srng, cfg.peerStrangers, () =>
+      hosts
+        .filter((h) => !h.removed)
+        .map((h) => ({ id: h.id, addr: `n${h.id}:7000`, proc: h.proc?.alive ? h.proc : undefined })),
+    );
+    strangers.start();
+  }
+
   const director = new FaultDirector({
     world: w,
     cfg,
@@ -667,6 +689,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
     await sched.runUntil(cfg.seconds * 1_000_000, stop);
     if (!w.failure) {
       if (peerNet) peerNet.healed = true;
+      strangers?.stop();
       await heal(
         w,
         cfg,
@@ -684,6 +707,16 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
     for (const c of seqClients) c.stop();
     for (const c of respLeaseClients) c.stop();
     for (const c of sfClients) c.stop();
+    if (strangers && !w.failure) {
+      // The nodes must close what strangers left open (slow handshakes): the run goes on until they have, or until
+      // CLOSE_WITHIN_US past the strangers' stop (only in seeds with strangers).
+      const s = strangers;
+      await sched.runUntil(
+        s.stoppedAtUs + PeerStrangers.CLOSE_WITHIN_US,
+        () => w.failure !== undefined || s.allClosed(),
+      );
+      if (!w.failure) s.checkClosed();
+    }
     if (!w.failure) failStop.checkHalted((name) => hosts.some((h) => h.proc?.name === name && h.proc.alive));
     if (!w.failure) {
       // A history the checker could not decide is not a pass: the run fails, and the seed replays the same way.
@@ -741,6 +774,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
       mixedUpReplies: router.stats.mixedUp,
       faults: director.stats,
       ...(peerNet ? { peerNet: peerNet.stats } : {}),
+      ...(strangers ? { peerStrangers: strangers.stats } : {}),
     },
     config: cfg,
     elapsedMs: performance.now() - started,

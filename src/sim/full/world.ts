@@ -29,6 +29,10 @@ export type FailureKind =
   | 'process-crash'
   /** A node process acknowledged a save, sent, applied or ran on after its Raft storage's fsync failed (EIO). */
   | 'fail-stop'
+  /** A stranger on the peer transport reached Raft, or a node's transport let its handshakes grow unbounded or kept a stranger's connection. */
+  | 'peer-stranger'
+  /** A hostile RESP client was not answered as documented. */
+  | 'resp-hostile'
   /** After healing, the cluster did not make progress in time. */
   | 'liveness'
   /** The simulation itself could not run the production code deterministically. */

@@ -1,0 +1,34 @@
+// Hostile clients inside the simulation (issue 10): strangers on the peer transport's port (peer-strangers.ts).
+// With a test-only switch put back, a pinned seed of the `hostile` profile fails on the stranger oracle, and the
+// same seed passes without it.
+import { describe, expect, it } from 'vitest';
+import { runFullSim } from './run.js';
+
+describe('hostile clients', () => {
+  it('a listener that skips the AUTH proof check lets a stranger reach Raft (hostile seed 1)', {
+    timeout: 120_000,
+  }, async () => {
+    const opts = { seed: 1, profile: 'hostile', peerStrangers: true, respHostile: false };
+    const bad = await runFullSim({ ...opts, bugs: ['transport-skip-proof'] });
+    expect(bad.failure?.kind).toBe('peer-stranger');
+    expect(bad.failure?.detail).toMatch(/delivered a stranger's heartbeat/);
+    const good = await runFullSim(opts);
+    expect(good.failure).toBeUndefined();
+    expect(good.stats.peerStrangers?.connections).toBeGreaterThan(0);
+    expect(good.stats.peerStrangers?.accepted).toBe(0);
+  });
+
+  it('a listener without maxPendingHandshakes lets slow handshakes pile up (hostile seed 1)', {
+    timeout: 120_000,
+  }, async () => {
+    const bad = await runFullSim({
+      seed: 1,
+      profile: 'hostile',
+      peerStrangers: true,
+      respHostile: false,
+      bugs: ['transport-no-pending-limit'],
+    });
+    expect(bad.failure?.kind).toBe('peer-stranger');
+    expect(bad.failure?.detail).toMatch(/pending handshakes \(maxPendingHandshakes 4\)/);
+  });
+});
