@@ -52,6 +52,8 @@
  *   without checking its proof, so anyone who can name the cluster id and a member id is taken for that member.
  * - `transport-no-pending-limit` (issue 10, strangers on the peer port): the listener does not enforce
  *   `maxPendingHandshakes`, so unauthenticated connections (slow handshakes) pile up without bound.
+ * - `resp-no-request-timeout` (issue 10, hostile RESP clients): a RESP connection never arms `requestTimeoutMs`, so a
+ *   client that starts a request and never finishes it (slowloris) holds its connection and buffer for ever.
  */
 export const BUG_SWITCHES = [
   'client-two-generators',
@@ -74,6 +76,7 @@ export const BUG_SWITCHES = [
   'resp-renew-unchecked',
   'transport-skip-proof',
   'transport-no-pending-limit',
+  'resp-no-request-timeout',
 ] as const;
 export type BugSwitch = (typeof BUG_SWITCHES)[number];
 

@@ -1,3 +1,4 @@
+import { bugOn } from '../../testing/bug-switches.js';
 import type { CommandContext, ServerState, Session } from './command.js';
 import { dispatch, dispatchRepeats } from './dispatch.js';
 import { OutWriter, type ProtocolVersion } from './encode.js';
@@ -261,7 +262,7 @@ export class ClientConnection implements Session {
   private updateRequestTimer(): void {
     const ms = this.server.limits.requestTimeoutMs;
     const partial = !this.busy && !this.waitingForDrain && this.parser.bufferedBytes > 0;
-    if (!partial || ms === 0) {
+    if (!partial || ms === 0 || bugOn('resp-no-request-timeout')) {
       if (this.requestTimer) clearTimeout(this.requestTimer);
       this.requestTimer = undefined;
       return;

@@ -831,10 +831,15 @@ function drawHostile(seed: number, profile: string, o: ConfigOverrides, cfg: Sim
   const pending = r.pick([2, 4, 8, 64]);
   const gap: [number, number] = [20, r.range(100, 1_000)];
   const respGap: [number, number] = [20, r.range(100, 1_000)];
-  const maxClients = r.pick([2, 4, 8]);
+  const requestTimeoutMs = r.pick([300, 1000, 3000]);
   if (peer) {
     cfg.transport = { ...cfg.transport, production: true, maxPendingHandshakes: pending };
     cfg.peerStrangers = { maxPendingHandshakes: pending, gapMs: gap };
   }
-  if (resp) cfg.respHostile = { gapMs: respGap, maxClients };
+  if (resp) {
+    cfg.respHostile = { gapMs: respGap, requestTimeoutMs };
+    // Well-behaved RESP clients on the same nodes: two sequence clients, one of them `resp` (seqClientKinds).
+    if (cfg.seq.clients < 2 && o.seqClients === undefined)
+      cfg.seq = { ...cfg.seq, clients: 2, kinds: seqClientKinds(seed, 2) };
+  }
 }

@@ -1,4 +1,5 @@
-// Hostile clients inside the simulation (issue 10): strangers on the peer transport's port (peer-strangers.ts).
+// Hostile clients inside the simulation (issue 10): strangers on the peer transport's port (peer-strangers.ts) and
+// hostile RESP clients (resp-hostile.ts).
 // With a test-only switch put back, a pinned seed of the `hostile` profile fails on the stranger oracle, and the
 // same seed passes without it.
 import { describe, expect, it } from 'vitest';
@@ -30,5 +31,28 @@ describe('hostile clients', () => {
     });
     expect(bad.failure?.kind).toBe('peer-stranger');
     expect(bad.failure?.detail).toMatch(/pending handshakes \(maxPendingHandshakes 4\)/);
+  });
+
+  it('a RESP connection that never arms requestTimeoutMs keeps a slowloris client for ever (hostile seed 2)', {
+    timeout: 120_000,
+  }, async () => {
+    const opts = { seed: 2, profile: 'hostile', peerStrangers: false, respHostile: true };
+    const bad = await runFullSim({ ...opts, bugs: ['resp-no-request-timeout'] });
+    expect(bad.failure?.kind).toBe('resp-hostile');
+    expect(bad.failure?.detail).toMatch(/unterminated .* did not close the connection/);
+    const good = await runFullSim(opts);
+    expect(good.failure).toBeUndefined();
+    expect(good.stats.respHostile?.errorsClosed).toBeGreaterThan(0);
+    expect(good.stats.respHostile?.pipelinedReplies).toBeGreaterThan(0);
+  });
+
+  it('FS-18 (open): a request left unfinished right after a CRLF is never timed out (hostile seed 6)', {
+    timeout: 120_000,
+  }, async () => {
+    const opts = { seed: 6, profile: 'hostile', peerStrangers: false, respHostile: true };
+    const found = await runFullSim({ ...opts, workarounds: [] });
+    expect(found.failure?.kind).toBe('resp-hostile');
+    expect(found.failure?.detail).toContain('unterminated "*2\\r\\n$4\\r\\nINCR\\r\\n"');
+    expect((await runFullSim(opts)).failure).toBeUndefined();
   });
 });

@@ -19,7 +19,7 @@ import { respBackendOf } from '../../server/floe-services.js';
 import { ClientConnection, type RespSocket } from '../../server/resp/client-connection.js';
 import { type ServerState, type Session, zeroServerCounters } from '../../server/resp/command.js';
 import { ALL_COMMANDS, buildCommandTable } from '../../server/resp/commands/index.js';
-import { resolveLimits } from '../../server/resp/limits.js';
+import { type RespLimits, resolveLimits } from '../../server/resp/limits.js';
 import { parseHostPort } from '../../server/resp/node-id.js';
 import { readTopology } from '../../server/resp/topology.js';
 import { mergeDefined, serveLimits } from '../../server/serve-limits.js';
@@ -232,6 +232,7 @@ class SimRespServer {
     host: NodeHost,
     readonly proc: SimProcess,
     rng: Prng,
+    limitsOverride?: Partial<RespLimits>,
   ) {
     this.staleArrival = world.bugs.has('resp-stale-arrival');
     const node = host.node!;
@@ -249,7 +250,7 @@ class SimRespServer {
     this.state = {
       backend,
       // As startRespServer resolves them (`floe serve`'s defaults, nothing overridden).
-      limits: resolveLimits(mergeDefined(serveLimits().resp, undefined)),
+      limits: respLimitsFor(limitsOverride),
       options: { mode: 'cluster', sentinelName: 'floe', floeVersion: '0.0.0-sim', redisVersion: '7.0.0' },
       counters,
       startedAt: Math.floor(proc.wallMs()),
@@ -296,6 +297,11 @@ const commandTable = (): ServerState['table'] => {
 
 const STALE_ARRIVAL_MS = 60_000;
 
+/** The limits a simulated RESP server runs with: `floe serve`'s, with `override` on top. */
+export function respLimitsFor(override?: Partial<RespLimits>): RespLimits {
+  return resolveLimits(mergeDefined(serveLimits().resp, override));
+}
+
 /** Harness bugs of the RESP path (run.ts lists them with the others). */
 export const RESP_HARNESS_BUGS: readonly string[] = ['resp-reply-mixup', 'resp-stale-arrival'];
 
@@ -308,6 +314,8 @@ export class RespNet {
   private readonly rng: Prng;
   private readonly mixRng: Prng;
   private nextPort = 40_000;
+  /** Limits that differ from `floe serve`'s in this run (hostile RESP clients: a short requestTimeoutMs). */
+  limitsOverride: Partial<RespLimits> | undefined;
 
   constructor(
     private readonly world: World,
@@ -372,7 +380,7 @@ export class RespNet {
       if (nodeProc.paused || nodeProc.machine.clock.suspended) return; // the kernel would answer; keep it simple
       let server = this.servers.get(nodeProc);
       if (!server) {
-        server = new SimRespServer(w, host, nodeProc, w.rng(`resp-${nodeProc.name}`));
+        server = new SimRespServer(w, host, nodeProc, w.rng(`resp-${nodeProc.name}`), this.limitsOverride);
         this.servers.set(nodeProc, server);
         this.watch(nodeProc);
       }

@@ -24,8 +24,9 @@ import { PEER_HARNESS_BUGS, PeerNet, type PeerNetStats } from './peer-net.js';
 import { type PeerStrangerStats, PeerStrangers } from './peer-strangers.js';
 import { Machine, MachineClock, SimProcess } from './process.js';
 import { RaftObserver } from './raft-observer.js';
+import { RespHostile, type RespHostileStats } from './resp-hostile.js';
 import { RespLeaseClient, type RespLeaseStats, zeroRespLeaseStats } from './resp-lease-workload.js';
-import { RESP_HARNESS_BUGS, RespNet, respAddrOf } from './resp-link.js';
+import { RESP_HARNESS_BUGS, RespNet, respAddrOf, respLimitsFor } from './resp-link.js';
 import { immediates, Scheduler } from './scheduler.js';
 import { createSequences, SeqClient, SeqOracle, type SeqStats } from './seq-workload.js';
 import {
@@ -53,7 +54,8 @@ export interface FullSimOptions extends ConfigOverrides {
   eioRestart?: 'reboot' | 'process';
   /**
    * Harness workarounds for open findings, so a sweep can look past them (default: every one in
-   * OPEN_WORKAROUNDS). 'conf-resulting': FS-2, see docs/findings/full-sim-findings.md.
+   * OPEN_WORKAROUNDS). 'conf-resulting': FS-2, see docs/findings/full-sim-findings.md. 'resp-request-boundary':
+   * FS-18 (docs/simulator-full.md): hostile RESP clients never leave a request unfinished right after a CRLF.
    */
   workarounds?: Iterable<string>;
 }
@@ -88,6 +90,7 @@ export interface FullSimStats {
   /** Simulated TCP between node processes, in seeds with the production PeerTransport. */
   peerNet?: PeerNetStats;
   peerStrangers?: PeerStrangerStats;
+  respHostile?: RespHostileStats;
 }
 
 export interface FullSimResult {
@@ -120,7 +123,7 @@ const HARNESS_BUGS: readonly string[] = [
 ];
 
 /** Workarounds for findings still open in production code (on by default; see FullSimOptions.workarounds). */
-export const OPEN_WORKAROUNDS: readonly string[] = ['conf-resulting'];
+export const OPEN_WORKAROUNDS: readonly string[] = ['conf-resulting', 'resp-request-boundary'];
 
 /**
  * The Raft observer, also keeping each node process's storage (the lease ledger reads a grant's command back), and
@@ -308,7 +311,10 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
   // Members advertise a RESP address only in seeds with RESP sequence or snowflake clients (the others keep their
   // log bytes).
   const respOn =
-    cfg.seq.kinds.includes('resp') || cfg.snowflake.kinds.includes('resp') || cfg.respLease.clients > 0;
+    cfg.seq.kinds.includes('resp') ||
+    cfg.snowflake.kinds.includes('resp') ||
+    cfg.respLease.clients > 0 ||
+    cfg.respHostile !== undefined;
   const respAddr = (id: number) => (respOn ? { respAddr: respAddrOf(id) } : {});
   const members = Array.from({ length: cfg.nodes }, (_, i) => ({
     id: i + 1,
@@ -663,6 +669,31 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
     strangers.start();
   }
 
+  // Hostile RESP clients (`SimConfig.respHostile`): a process of their own, from a stream of their own.
+  let respHostile: RespHostile | undefined;
+  if (cfg.respHostile && respNet) {
+    const limits = { requestTimeoutMs: cfg.respHostile.requestTimeoutMs };
+    respNet.limitsOverride = limits;
+    const hrng = w.rng('resp-hostile');
+    const proc = new SimProcess(
+      sched,
+      new Machine('hostile', new MachineClock(sched, 1, hrng.range(1_000, 1_000_000), WALL_EPOCH_MS)),
+      'hostile#1',
+      w.nextPid(),
+    );
+    w.register(proc);
+    respHostile = new RespHostile(
+      w,
+      respNet,
+      proc,
+      hrng,
+      { ...cfg.respHostile, avoidBoundary: workarounds.has('resp-request-boundary') },
+      respLimitsFor(limits),
+      () => hosts.filter((h) => !h.removed).map((h) => ({ id: h.id, addr: respAddrOf(h.id) })),
+    );
+    respHostile.start();
+  }
+
   const director = new FaultDirector({
     world: w,
     cfg,
@@ -690,6 +721,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
     if (!w.failure) {
       if (peerNet) peerNet.healed = true;
       strangers?.stop();
+      respHostile?.stop();
       await heal(
         w,
         cfg,
@@ -707,6 +739,15 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
     for (const c of seqClients) c.stop();
     for (const c of respLeaseClients) c.stop();
     for (const c of sfClients) c.stop();
+    if (respHostile && !w.failure) {
+      // Each hostile connection must be answered and closed as documented; the run goes on until it is.
+      const h = respHostile;
+      await sched.runUntil(
+        h.stoppedAtUs + RespHostile.SETTLE_WITHIN_US,
+        () => w.failure !== undefined || h.allSettled(),
+      );
+      if (!w.failure) h.checkSettled();
+    }
     if (strangers && !w.failure) {
       // The nodes must close what strangers left open (slow handshakes): the run goes on until they have, or until
       // CLOSE_WITHIN_US past the strangers' stop (only in seeds with strangers).
@@ -775,6 +816,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
       faults: director.stats,
       ...(peerNet ? { peerNet: peerNet.stats } : {}),
       ...(strangers ? { peerStrangers: strangers.stats } : {}),
+      ...(respHostile ? { respHostile: respHostile.stats } : {}),
     },
     config: cfg,
     elapsedMs: performance.now() - started,
