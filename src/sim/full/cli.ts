@@ -18,7 +18,7 @@
 //   --peer-transport sim|production|drawn   Raft traffic through the simulator's NodeTransport, the production
 //                      PeerTransport over simulated TCP, or either as the seed draws it (default drawn)
 //   --hostile drawn|none|peer|resp|both   strangers on the peer ports and/or hostile RESP clients (default drawn:
-//                      a quarter of swarm seeds each, every seed of profile hostile)
+//                      both in every seed of profile hostile, none elsewhere)
 //   --bug NAME         re-introduce a known bug (repeatable; test-only switches, see docs/simulator-full.md)
 //   --workarounds none|A,B   harness workarounds for open findings (default: all of them, see docs)
 //   --jobs J           run seeds in J child processes (default 1)

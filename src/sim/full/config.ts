@@ -493,9 +493,9 @@ export interface ConfigOverrides {
   peerTransport?: 'sim' | 'production' | 'drawn';
   /** Frame-shaped key-value values (default: drawn in some seeds of profiles with power loss). */
   kvFrameValues?: boolean;
-  /** Strangers on the peer transport (default: a quarter of swarm seeds, every `hostile` seed); forces production transport. */
+  /** Strangers on the peer transport (default: every `hostile` seed, no other); forces the production transport. */
   peerStrangers?: boolean;
-  /** Hostile RESP clients (default: a quarter of swarm seeds, every `hostile` seed). */
+  /** Hostile RESP clients (default: every `hostile` seed, no other). */
   respHostile?: boolean;
 }
 
@@ -819,15 +819,16 @@ function drawTransport(seed: number, mode: 'sim' | 'production' | 'drawn'): Peer
 }
 
 /**
- * Hostile clients (issue 10), from a stream of their own (`config-hostile`): in a quarter of the swarm seeds each
- * (independently), in every `hostile` seed, or forced by the overrides. A seed that draws neither keeps its
- * configuration and its run. Peer strangers need the production transport, which they force.
+ * Hostile clients (issue 10), from a stream of their own (`config-hostile`): both in every seed of the `hostile`
+ * profile (the swarm's faults and draws plus these), in no other profile unless forced by the overrides, so every
+ * seed of the other profiles keeps its configuration and its run (pinned seeds of other tests included). Peer
+ * strangers need the production transport, which they force unless `peerTransport: 'sim'` was asked for (then none).
  */
 function drawHostile(seed: number, profile: string, o: ConfigOverrides, cfg: SimConfig): void {
   const r = new Prng(seed).fork('config-hostile');
   const always = profile === 'hostile';
-  const peer = o.peerStrangers ?? (always || (profile === 'swarm' && r.chance(1 / 4)));
-  const resp = o.respHostile ?? (always || (profile === 'swarm' && r.chance(1 / 4)));
+  const peer = (o.peerStrangers ?? always) && o.peerTransport !== 'sim';
+  const resp = o.respHostile ?? always;
   const pending = r.pick([2, 4, 8, 64]);
   const gap: [number, number] = [20, r.range(100, 1_000)];
   const respGap: [number, number] = [20, r.range(100, 1_000)];
