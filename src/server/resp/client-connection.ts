@@ -256,12 +256,17 @@ export class ClientConnection implements Session {
   }
 
   /**
-   * Bytes left in the parser after a pump that is neither waiting for a command nor for the socket are an
-   * incomplete request: it must be completed within `requestTimeoutMs` (a slowloris client is cut).
+   * Bytes left in the parser, or a multibulk request begun (its parts so far consumed, so nothing is buffered: a
+   * client that stops right after a CRLF, finding FS-18), after a pump that is neither waiting for a command nor for
+   * the socket are an incomplete request: it must be completed within `requestTimeoutMs` (a slowloris client is cut).
    */
+  private get midRequest(): boolean {
+    return this.parser.bufferedBytes > 0 || this.parser.midRequest;
+  }
+
   private updateRequestTimer(): void {
     const ms = this.server.limits.requestTimeoutMs;
-    const partial = !this.busy && !this.waitingForDrain && this.parser.bufferedBytes > 0;
+    const partial = !this.busy && !this.waitingForDrain && this.midRequest;
     if (!partial || ms === 0 || bugOn('resp-no-request-timeout')) {
       if (this.requestTimer) clearTimeout(this.requestTimer);
       this.requestTimer = undefined;
@@ -270,7 +275,7 @@ export class ClientConnection implements Session {
     if (this.requestTimer) return; // the clock runs from the request's first bytes
     this.requestTimer = setTimeout(() => {
       this.requestTimer = undefined;
-      if (this.closing || this.busy || this.waitingForDrain || this.parser.bufferedBytes === 0) return;
+      if (this.closing || this.busy || this.waitingForDrain || !this.midRequest) return;
       this.server.counters.requestTimeoutClosed++;
       this.server.counters.errorReplies++;
       this.server.logger.info(

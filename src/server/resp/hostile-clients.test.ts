@@ -82,6 +82,21 @@ describe('RESP against hostile clients', () => {
     expect(logs.some((l) => l.msg.includes('request not completed within 300 ms'))).toBe(true);
   });
 
+  // Regression (FS-18, full-stack simulator, hostile seed 6): a request that stopped right after a CRLF left nothing
+  // buffered (the parser had consumed its parts so far), and the request timer never ran: the client held its
+  // connection slot for ever.
+  it('cuts a client whose request stops right after a CRLF (nothing buffered, the request begun)', async () => {
+    const { server, port } = await oneNode({ requestTimeoutMs: 300, idleTimeoutMs: 0 });
+    const c = await client(port);
+    c.write(Buffer.from('*2\r\n$4\r\nECHO\r\n'));
+    const closed = nextEvent<{ reason: string }>(server.events, 'client-closed');
+    const reply = await c.read();
+    expect((reply as RespErr).message).toBe('ERR request not completed within 300 ms (requestTimeoutMs)');
+    expect((await closed).reason).toBe('request-timeout');
+    await c.closed;
+    expect(server.stats().requestTimeoutClosed).toBe(1);
+  });
+
   it('a complete request never starts the request timer; a pipeline split across packets is fine', async () => {
     const { port } = await oneNode({ requestTimeoutMs: 200 });
     const c = await client(port);

@@ -32,7 +32,7 @@ import { fork } from 'node:child_process';
 import { parseArgs } from 'node:util';
 import { MAX_SEED } from '../prng.js';
 import { PROFILE_NAMES, PROFILES } from './config.js';
-import { type FullSimOptions, type FullSimResult, OPEN_WORKAROUNDS, runFullSim } from './run.js';
+import { type FullSimOptions, type FullSimResult, KNOWN_WORKAROUNDS, runFullSim } from './run.js';
 
 class UsageError extends Error {}
 
@@ -162,9 +162,9 @@ function parse(argv: string[]): Cli {
         ? []
         : values.workarounds.split(',');
   for (const x of workarounds ?? []) {
-    if (!OPEN_WORKAROUNDS.includes(x)) {
+    if (!KNOWN_WORKAROUNDS.includes(x)) {
       throw new UsageError(
-        `--workarounds takes none or a list of: ${OPEN_WORKAROUNDS.join(', ')}; got "${x}"`,
+        `--workarounds takes none or a list of: ${KNOWN_WORKAROUNDS.join(', ')}; got "${x}"`,
       );
     }
   }

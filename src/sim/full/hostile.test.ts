@@ -46,13 +46,15 @@ describe('hostile clients', () => {
     expect(good.stats.respHostile?.pipelinedReplies).toBeGreaterThan(0);
   });
 
-  it('FS-18 (open): a request left unfinished right after a CRLF is never timed out (hostile seed 6)', {
+  // FS-18 (fixed): the request timer ran only while bytes were buffered, so a request that stopped right after a CRLF
+  // was never timed out (34 of hostile 1–100 failed, first 6, before the fix in client-connection.ts). The old
+  // harness workaround is off by default now; the seed passes with hostile requests ending at every boundary.
+  it('FS-18 (fixed): a request left unfinished right after a CRLF is timed out (hostile seed 6)', {
     timeout: 120_000,
   }, async () => {
     const opts = { seed: 6, profile: 'hostile', peerStrangers: false, respHostile: true };
-    const found = await runFullSim({ ...opts, workarounds: [] });
-    expect(found.failure?.kind).toBe('resp-hostile');
-    expect(found.failure?.detail).toContain('unterminated "*2\\r\\n$4\\r\\nINCR\\r\\n"');
-    expect((await runFullSim(opts)).failure).toBeUndefined();
+    const r = await runFullSim({ ...opts, workarounds: [] });
+    expect(r.failure).toBeUndefined();
+    expect(r.stats.respHostile?.errorsClosed).toBeGreaterThan(0);
   });
 });

@@ -27,8 +27,8 @@ export interface RespHostileConfig {
   /** The RESP server's requestTimeoutMs in these seeds (floe serve's 30 s would outlast a run). */
   requestTimeoutMs: number;
   /**
-   * Workaround `resp-request-boundary` (finding FS-18, open): an unfinished request never ends right after a CRLF,
-   * where production's request timer does not run (set by run.ts, not drawn).
+   * Workaround `resp-request-boundary` (finding FS-18, fixed; off by default): an unfinished request never ends right
+   * after a CRLF, where production's request timer did not run (set by run.ts, not drawn).
    */
   avoidBoundary?: boolean;
 }

@@ -14,6 +14,7 @@ const SWEEP: Array<{ profile: string; seeds: [number, number] }> = [
   { profile: 'restarts', seeds: [1, 15] },
   { profile: 'coarse', seeds: [1, 15] },
   { profile: 'stalls', seeds: [1, 15] },
+  { profile: 'hostile', seeds: [1, 10] },
   { profile: 'swarm', seeds: [1, 120] },
 ];
 
