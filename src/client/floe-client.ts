@@ -139,8 +139,9 @@ export interface LeaseWorkerOptions {
   /**
    * Idempotency key of the acquire. Repeat it only to retry a call that failed: while a call or a lease of this
    * process uses a requestId, another call with it is refused (`ClientOptionError`). Default: the requestId of this
-   * client's last acquire for the same app, nodeId, TTL and layout if that call ended with its outcome unknown
-   * (`FloeUnavailableError`, `ReplyMismatchError`: the cluster may hold a lease under it), else a fresh random UUID.
+   * process's last acquire for the same app, nodeId, TTL and layout if that call ended with its outcome unknown
+   * (`FloeUnavailableError`, or `ReplyMismatchError` for another request's reply: the cluster may hold a lease under
+   * it), else a fresh `newRequestId()`.
    * A caller that names its own requestIds should retry such a call with the same one: under a fresh one, the lease
    * the failed call may have left answers `lease_held` until it expires, one TTL later.
    */
