@@ -114,6 +114,8 @@ export class RespLeaseClient {
   private conns = new Map<string, RespConnection>();
   private target: string | undefined;
   private held: Held | undefined;
+  /** The REQID of this process's last acquire that got no answer (sent again by its next acquire). */
+  private unanswered: { proc: string; requestId: string } | undefined;
   /** Global µs of this client's latest issued ID (liveness after healing). */
   lastIssuedUs = -1;
 
@@ -266,10 +268,16 @@ export class RespLeaseClient {
   private async acquire(proc: SimProcess): Promise<boolean> {
     const s = this.settings;
     const w = this.world;
+    // An acquire of this process that got no answer may have left a grant nobody uses: its REQID is sent again, so
+    // the cluster answers with that lease instead of `lease_held` until it expires (rule 1 of docs/leases.md, "Holding
+    // a lease without the SDK"; swarm seed 834519). Never a REQID whose lease issued IDs: only a lost acquire sets it.
+    const fresh = `${proc.name}-${this.rng.nextU32().toString(16)}`;
+    const carried = this.unanswered?.proc === proc.name ? this.unanswered.requestId : undefined;
+    this.unanswered = undefined;
     const asked: AcquireAsked = {
       app: s.app,
       nodeId: this.name,
-      requestId: `${proc.name}-${this.rng.nextU32().toString(16)}`,
+      requestId: carried ?? fresh,
       incarnation: proc.name,
       ttlMs: s.ttlMs,
       layout: layoutFingerprint(s.layout),
@@ -365,6 +373,7 @@ export class RespLeaseClient {
       );
       return true;
     }
+    if (proc.alive) this.unanswered = { proc: proc.name, requestId: asked.requestId };
     return false;
   }
 
@@ -440,7 +449,11 @@ export class RespLeaseClient {
     const last = h.lastId === undefined ? undefined : decode(h.lastId, s.layout).timestamp;
     const args = ['WORKER.RELEASE', s.app, String(h.workerId), String(h.token)];
     if (last !== undefined) args.push('LAST', String(last));
-    const a = await this.send(proc, args);
+    // A release without an answer is sent again (same token: a repeat is answered OK), a few times: a lost one leaves
+    // the worker ID held, and this nodeId refused `lease_held`, until the lease expires.
+    let a: Awaited<ReturnType<typeof this.send>> = 'lost';
+    for (let attempt = 0; attempt < 4 && proc.alive && a === 'lost'; attempt++)
+      a = await this.send(proc, args);
     if (!proc.alive || a === 'lost') return;
     if ('err' in a) {
       this.refused(proc, 'WORKER.RELEASE', a.err);
