@@ -15,6 +15,7 @@
 // held back until then.
 
 import type { Scheduler, SimEvent } from './scheduler.js';
+import type { World } from './world.js';
 
 function noop(): void {}
 
@@ -343,4 +344,11 @@ export class SimProcess {
       this.arm(t, repeat, fn, t.label, repeat);
     }
   }
+}
+
+/** A new process `name#incarnation` on `machine`, registered with the run (a client's restart after a crash). */
+export function startProcess(w: World, machine: Machine, name: string, incarnation: number): SimProcess {
+  const proc = new SimProcess(w.sched, machine, `${name}#${incarnation}`, w.nextPid());
+  w.register(proc);
+  return proc;
 }

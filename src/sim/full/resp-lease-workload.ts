@@ -23,7 +23,7 @@ import type { Prng } from '../prng.js';
 import type { IdOracle } from './id-oracle.js';
 import type { LeaseLedger } from './lease-ledger.js';
 import { errText } from './node-host.js';
-import { type Machine, SimProcess } from './process.js';
+import { type Machine, type SimProcess, startProcess } from './process.js';
 import { RespConnection, type RespValue, show } from './resp-client.js';
 import {
   type AcquireAsked,
@@ -174,13 +174,7 @@ export class RespLeaseClient {
   restart(): void {
     if (this.proc.alive) return;
     const w = this.world;
-    const proc = new SimProcess(
-      w.sched,
-      this.proc.machine,
-      `${this.name}#${++this.incarnations}`,
-      w.nextPid(),
-    );
-    w.register(proc);
+    const proc = startProcess(w, this.proc.machine, this.name, ++this.incarnations);
     this.proc = proc;
     w.trace(`${proc.name} start`);
     if (this.started) w.sched.after(0, proc, 'resp-lease-start', () => void this.run(proc));

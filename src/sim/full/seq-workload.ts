@@ -24,7 +24,7 @@ import type { Prng } from '../prng.js';
 import type { SeqClientKind, SeqWorkloadConfig } from './config.js';
 import { callLeader } from './http-router.js';
 import { errText } from './node-host.js';
-import { SimProcess } from './process.js';
+import { type SimProcess, startProcess } from './process.js';
 import { RespConnection, type RespValue, show } from './resp-client.js';
 import { type RespNet, respAddrOf } from './resp-link.js';
 import type { World } from './world.js';
@@ -205,13 +205,7 @@ export class SeqClient {
   restart(): void {
     if (this.proc.alive) return;
     const w = this.world;
-    const proc = new SimProcess(
-      w.sched,
-      this.proc.machine,
-      `${this.name}#${++this.incarnations}`,
-      w.nextPid(),
-    );
-    w.register(proc);
+    const proc = startProcess(w, this.proc.machine, this.name, ++this.incarnations);
     this.proc = proc;
     this.fetch = this.fetchFor(proc);
     w.trace(`${proc.name} start`);
