@@ -260,13 +260,13 @@ export class ClientConnection implements Session {
    * client that stops right after a CRLF, finding FS-18), after a pump that is neither waiting for a command nor for
    * the socket are an incomplete request: it must be completed within `requestTimeoutMs` (a slowloris client is cut).
    */
-  private get midRequest(): boolean {
+  private get requestBegun(): boolean {
     return this.parser.bufferedBytes > 0 || this.parser.midRequest;
   }
 
   private updateRequestTimer(): void {
     const ms = this.server.limits.requestTimeoutMs;
-    const partial = !this.busy && !this.waitingForDrain && this.midRequest;
+    const partial = !this.busy && !this.waitingForDrain && this.requestBegun;
     if (!partial || ms === 0 || bugOn('resp-no-request-timeout')) {
       if (this.requestTimer) clearTimeout(this.requestTimer);
       this.requestTimer = undefined;
@@ -275,7 +275,7 @@ export class ClientConnection implements Session {
     if (this.requestTimer) return; // the clock runs from the request's first bytes
     this.requestTimer = setTimeout(() => {
       this.requestTimer = undefined;
-      if (this.closing || this.busy || this.waitingForDrain || !this.midRequest) return;
+      if (this.closing || this.busy || this.waitingForDrain || !this.requestBegun) return;
       this.server.counters.requestTimeoutClosed++;
       this.server.counters.errorReplies++;
       this.server.logger.info(

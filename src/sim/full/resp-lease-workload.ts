@@ -20,6 +20,7 @@
 
 import { decode, type Layout, layoutFingerprint, Snowflake } from '../../id/index.js';
 import type { Prng } from '../prng.js';
+import type { RespLeaseWorkloadConfig } from './config.js';
 import type { IdOracle } from './id-oracle.js';
 import type { LeaseLedger } from './lease-ledger.js';
 import { errText } from './node-host.js';
@@ -37,20 +38,12 @@ import {
 import { type RespNet, respAddrOf } from './resp-link.js';
 import type { World } from './world.js';
 
-export interface RespLeaseSettings {
+/** What one RESP lease client runs with: the seed's drawn configuration, and the lease clients' app, TTL and layout. */
+export type RespLeaseSettings = Omit<RespLeaseWorkloadConfig, 'clients'> & {
   app: string;
   ttlMs: number;
   layout: Layout;
-  /** IDs per burst [min, max] and ms between bursts [min, max]. */
-  burst: [number, number];
-  gapMs: [number, number];
-  /** Probability, after a burst, of a release (and a new acquire). */
-  releaseChance: number;
-  /** How far ahead each BOUND promises (ms). */
-  boundWindowMs: number;
-  /** The client's own timeout for one RESP command (ms). */
-  requestTimeoutMs: number;
-}
+};
 
 export interface RespLeaseStats {
   /** WORKER.* commands sent (each MOVED hop counts). */
