@@ -125,19 +125,22 @@ function unrunRanges(file: string): string {
   const d = detail[resolve(root, file)];
   if (!d) return '';
   const lines = new Set<number>();
-  for (const [id, count] of Object.entries(d.s)) if (count === 0) lines.add(d.statementMap[id].start.line);
+  for (const [id, count] of Object.entries(d.s)) {
+    const at = d.statementMap[id];
+    if (count === 0 && at) lines.add(at.start.line);
+  }
   const sorted = [...lines].sort((a, b) => a - b);
   const parts: string[] = [];
   for (let i = 0; i < sorted.length; ) {
     let j = i;
-    while (j + 1 < sorted.length && sorted[j + 1] === sorted[j] + 1) j++;
+    while (j + 1 < sorted.length && sorted[j + 1] === (sorted[j] as number) + 1) j++;
     parts.push(i === j ? `${sorted[i]}` : `${sorted[i]}-${sorted[j]}`);
     i = j + 1;
   }
   return parts.join(', ');
 }
 
-const total = summary.total.lines;
+const total = summary.total?.lines ?? { covered: 0, total: 0 };
 console.log(
   `\nproduction lines the simulator ran: ${total.covered}/${total.total} (${pct(total)}), profiles ${profiles.join(',')}, ${opt.seeds} seeds each`,
 );

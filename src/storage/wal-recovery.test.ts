@@ -159,6 +159,29 @@ describe('WAL recovery: torn tail versus corruption', () => {
     expect((err as WalCorruptionError).offset).toBe(last);
     expect((err as Error).message).toContain('payload checksum mismatch');
   });
+
+  it('a power loss that wrote the unsynced tail back out of order (a zeroed hole, later frames intact) is refused, not cut', async () => {
+    // docs/storage.md, "Disk faults that stop the node": the hole cannot be told from zeroed fsynced data, so the
+    // node stops; nothing after the last fdatasync was acknowledged, so stopping loses nothing acknowledged.
+    const dir = await tempDir();
+    const { wal } = await Wal.open(dir);
+    await wal.append([{ type: 'entries', entries: ents(1, 2, 1) }], { sync: true });
+    await wal.append([{ type: 'hardState', hardState: { term: 1, vote: 1, commit: 1 } }], { sync: false });
+    await wal.append([{ type: 'hardState', hardState: { term: 1, vote: 1, commit: 2 } }], { sync: false });
+    await wal.close();
+    const [name] = await fsp.readdir(dir);
+    const full = await fsp.readFile(path.join(dir, name!));
+    const starts = frameStarts(full);
+    const hole = starts.at(-2)!;
+    const holed = Buffer.from(full);
+    holed.fill(0, hole, starts.at(-1)!);
+    const err = errorOf(() => replay([{ name: name!, buf: holed }]));
+    expect(err).toBeInstanceOf(WalCorruptionError);
+    expect((err as WalCorruptionError).offset).toBe(hole);
+    // Without the later frame the same zeros are a torn tail, and cut.
+    const { torn } = replay([{ name: name!, buf: holed.subarray(0, starts.at(-1)!) }]);
+    expect(torn).toMatchObject({ offset: hole });
+  });
 });
 
 describe('WAL recovery: protocol-aware (a cut tail fences the vote)', () => {

@@ -402,6 +402,37 @@ describe('PeerTransport: handshake', () => {
     expect(b.inbox.every((m) => m.from === 1)).toBe(true);
   });
 
+  it('a peer back from a power loss replaces its silent old connection, and a live one is never replaced', async () => {
+    // A machine that loses power sends no FIN: its old inbound connection stays open here until the idle timeout
+    // (10 s), and its rebooted process dials again. Before the fix every new claim was refused as a duplicate until then.
+    let clock = 0;
+    const b = await node(2, new Map([[1, `127.0.0.1:${await deadPort()}`]]), {
+      now: () => clock,
+      keepaliveIntervalMs: 100,
+    });
+    const old = await authenticatedAs(1, b);
+    let oldClosed = false;
+    old.onClose(() => {
+      oldClosed = true;
+      b.events.emit('change');
+    });
+    old.socket.write(encodeFrame(FrameKind.message, encodeMessage(heartbeat(1, 2, 1))));
+    await waitFor(b.emitters, () => b.inbox.length === 1, 'the first process to be heard');
+    // Heard 150 ms ago (the clock is b's): a live member's connection, so a second claim is refused.
+    clock += 150;
+    await expect(authenticatedAs(1, b)).rejects.toThrow(/refused the handshake: duplicate/);
+    expect(oldClosed).toBe(false);
+    // Silent for more than two keepalive intervals: the power-lost process's connection. The new one replaces it.
+    clock += 100;
+    const fresh = await authenticatedAs(1, b);
+    await waitFor(b.emitters, () => oldClosed, 'the silent connection to be closed');
+    expect(b.t.stats().replacedInbound).toBe(1);
+    expect(b.logger.has('warn', 'replaces a silent one from the same peer')).toBe(true);
+    fresh.socket.write(encodeFrame(FrameKind.message, encodeMessage(heartbeat(1, 2, 2))));
+    await waitFor(b.emitters, () => b.inbox.length === 2, 'the new process to be heard');
+    expect(b.t.stats().peers[1]!.inboundConnected).toBe(true);
+  });
+
   it('does not deliver a message sent before authentication', async () => {
     const [, b] = await pairWithSpare();
     const c = await rawClient(b.t.address.port);

@@ -64,6 +64,8 @@ export interface TransportStats {
   /** Inbound connections that failed the handshake (any reason), and the reasons. */
   rejectedHandshakes: number;
   rejectedByReason: Partial<Record<HandshakeRejectReason, number>>;
+  /** Inbound connections replaced by a new authenticated one from the same peer after falling silent (a power loss). */
+  replacedInbound: number;
   /** Authenticated connections closed because the peer broke the protocol (bad frame, bad message). */
   protocolErrors: number;
   /** Messages given to send() for a node that is not a peer, or that could not be encoded. */
@@ -113,6 +115,7 @@ export class PeerTransport extends EventEmitter<TransportEvents> implements Node
   private readonly lastUnreachable = new Map<NodeId, number>();
   private readonly rejectedByReason: Partial<Record<HandshakeRejectReason, number>> = {};
   private rejectedHandshakes = 0;
+  private replacedInbound = 0;
   private protocolErrors = 0;
   private unsendable = 0;
   private deliveryErrors = 0;
@@ -265,6 +268,7 @@ export class PeerTransport extends EventEmitter<TransportEvents> implements Node
       peers,
       rejectedHandshakes: this.rejectedHandshakes,
       rejectedByReason: { ...this.rejectedByReason },
+      replacedInbound: this.replacedInbound,
       protocolErrors: this.protocolErrors,
       unsendable: this.unsendable,
       deliveryErrors: this.deliveryErrors,
@@ -456,7 +460,26 @@ export class PeerTransport extends EventEmitter<TransportEvents> implements Node
       isKnownPeer: (id) => this.links.has(id),
       claim: (peer, channel, c) => {
         const k = key(peer, channel);
-        if (this.inbound.has(k)) return false;
+        const old = this.inbound.get(k);
+        if (old) {
+          // A peer whose machine lost power leaves its old connection open here (no FIN, no RST) until the idle
+          // timeout, and its next process dials again. A live dialer is never quiet for a keepalive interval, so an
+          // old connection silent for two is that dead one: the new, authenticated claim replaces it. Otherwise
+          // the claim is refused (a second process with this node id must not take a live member's place).
+          const silentMs = this.opts.now() - old.lastReceivedAt;
+          if (silentMs <= 2 * this.opts.keepaliveIntervalMs)
+            return false;
+          this.opts.logger.warn(
+            { peer, channel, silentMs: Math.round(silentMs) },
+            'transport: a new authenticated connection replaces a silent one from the same peer',
+          );
+          this.replacedInbound++;
+          old.close(
+            new Error(
+              `replaced by a new connection from node ${peer}: silent for ${Math.round(silentMs)} ms`,
+            ),
+          );
+        }
         this.inbound.set(k, c);
         return true;
       },

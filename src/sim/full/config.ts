@@ -491,6 +491,8 @@ export interface ConfigOverrides {
   storage?: 'durable' | 'memory';
   /** Raft traffic: the simulator's NodeTransport ('sim'), the production PeerTransport, or drawn per seed (default). */
   peerTransport?: 'sim' | 'production' | 'drawn';
+  /** Half-open connections at a node's power loss (default: drawn in half the seeds, `config-late7-halfopen`). */
+  halfOpen?: boolean;
   /** Frame-shaped key-value values (default: drawn in some seeds of profiles with power loss). */
   kvFrameValues?: boolean;
   /** Strangers on the peer transport (default: every `hostile` seed, no other); forces the production transport. */
@@ -732,7 +734,7 @@ export function drawConfig(seed: number, profileName: string, o: ConfigOverrides
     faultGapMs: faulty ? [20, rng.range(100, 1_500)] : [1_000, 1_000],
     maxImpairedNodes: rng.range(1, nodes),
     outageMs: [10, rng.range(200, 4_000)],
-    transport: drawTransport(seed, o.peerTransport ?? 'drawn'),
+    transport: drawTransport(seed, o.peerTransport ?? 'drawn', o.halfOpen),
   };
   const frameValues = o.kvFrameValues ?? drawFrameValues(seed, p);
   if (frameValues) cfg.kvFrameValues = true;
@@ -807,7 +809,11 @@ function drawFrameValues(seed: number, p: Profile): boolean {
 }
 
 /** From a stream of its own (`config-late4-transport`), so every other draw of a seed stays as it was. */
-function drawTransport(seed: number, mode: 'sim' | 'production' | 'drawn'): PeerTransportConfig {
+function drawTransport(
+  seed: number,
+  mode: 'sim' | 'production' | 'drawn',
+  halfOpen?: boolean,
+): PeerTransportConfig {
   const r = new Prng(seed).fork('config-late4-transport');
   const drawn = r.chance(0.5);
   return {
@@ -815,6 +821,8 @@ function drawTransport(seed: number, mode: 'sim' | 'production' | 'drawn'): Peer
     sndBufBytes: r.pick([2 * 1024, 16 * 1024, 208 * 1024]),
     resetChance: r.pick([0, 0, 0.0005, 0.005]),
     snapshotChunkBytes: r.pick([1024, 4096, 1024 * 1024]),
+    // A stream of its own, so every other draw (and every seed's run without a power loss) stays as it was.
+    halfOpenOnPowerLoss: halfOpen ?? new Prng(seed).fork('config-late7-halfopen').chance(0.5),
   };
 }
 

@@ -466,7 +466,10 @@ export class NodeHost {
    */
   crash(kind: 'process' | 'power', random?: (n: number) => number): void {
     const p = this.proc;
-    if (p?.alive) p.kill();
+    if (p?.alive) {
+      p.lostPower = kind === 'power';
+      p.kill();
+    }
     this.world.trace(`n${this.id} crash (${kind})`);
     if (this.settings.storage === 'durable') {
       // No zero-filled tails: the failure model assumes a file system that orders data before size

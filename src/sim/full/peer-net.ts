@@ -47,6 +47,12 @@ export interface PeerTransportConfig {
   resetChance: number;
   /** PeerTransport snapshotChunkBytes. */
   snapshotChunkBytes: number;
+  /**
+   * A node machine that loses power leaves its connections half-open: the other ends are told nothing, get no ACK,
+   * and are reset only when a segment reaches the rebooted machine's kernel (or after TCP's retransmissions give
+   * up). Absent: the other ends see a reset, as after a process crash. Stream `config-late7-halfopen`.
+   */
+  halfOpenOnPowerLoss?: boolean;
 }
 
 export interface PeerNetStats {
@@ -65,6 +71,10 @@ export interface PeerNetStats {
   snapshotsFailed: number;
   /** Connections closed by the transport because a frame failed its checksum (either end's log). */
   frameChecksumFailures: number;
+  /** Connections left half-open by a power loss (`halfOpenOnPowerLoss`). */
+  halfOpen: number;
+  /** Silent inbound connections a member's new connection replaced (either end's log). */
+  replacedInbound: number;
 }
 
 /** Harness bugs of the transport path (run.ts lists them with the others). */
@@ -76,6 +86,8 @@ const MIN_RTO_US = 200_000;
 /** TCP's minimum retransmission timeout (Linux), ms. */
 export const PEER_MIN_RTO_MS = MIN_RTO_US / 1000;
 const MAX_RTO_US = 3_200_000;
+/** Retransmissions before a connection to a silent machine is given up (Linux tcp_retries2 is 15; fewer here, as the runs are short). */
+const TCP_MAX_RETRIES = 8;
 
 type Segment = { kind: 'data'; bytes: Buffer } | { kind: 'fin' } | { kind: 'rst'; why: string };
 type Listener = (...args: never[]) => void;
@@ -240,6 +252,10 @@ export class SimConn {
   dialer!: SimPeerSocket;
   listener: SimPeerSocket | undefined;
   reset = false;
+  /** The end whose machine lost power, when the connection was left half-open (`halfOpenOnPowerLoss`). */
+  private deadEnd: SimPeerSocket | undefined;
+  /** Retransmissions towards a powered-off end (TCP gives up after TCP_MAX_RETRIES of them). */
+  private unanswered = 0;
   /** Data segments the dialer wrote so far (the first two of a member's dial are recorded for strangers). */
   dialerSegments = 0;
   private readonly up = new Direction();
@@ -272,6 +288,22 @@ export class SimConn {
     const w = net.world;
     dir.waiting = false;
     while (!this.reset && dir.queue.length > 0) {
+      if (to === this.deadEnd) {
+        // Nothing answers while the machine is off; once it runs again its kernel answers with RST.
+        if (net.machineUp(to.nodeId) || this.unanswered >= TCP_MAX_RETRIES) {
+          this.resetOne(
+            from,
+            net.machineUp(to.nodeId) ? 'reset by the rebooted peer' : 'retransmissions timed out',
+          );
+          return;
+        }
+        this.unanswered++;
+        dir.waiting = true;
+        const rto = dir.rtoUs;
+        dir.rtoUs = Math.min(MAX_RTO_US, rto * 2);
+        w.sched.after(rto, undefined, 'peer-rto', () => this.pump(from, to, dir));
+        return;
+      }
       if (net.vnet.isBlocked(from.nodeId, to.nodeId)) {
         net.stats.stalls++;
         dir.waiting = true;
@@ -332,6 +364,24 @@ export class SimConn {
     }
   }
 
+  /** The machine of `dead` lost power: the other end is told nothing (its next segment finds out). */
+  halfOpen(dead: SimPeerSocket): void {
+    if (this.reset) return;
+    this.deadEnd = dead;
+    this.net.stats.halfOpen++;
+    this.net.world.trace(`peer ${this.name} half-open: ${dead.proc.name} lost power`);
+  }
+
+  /** Only `end` sees a reset (the other end is gone). */
+  private resetOne(end: SimPeerSocket, why: string): void {
+    this.reset = true;
+    const net = this.net;
+    net.stats.resets++;
+    net.world.trace(`peer ${this.name} reset: ${why}`);
+    if (!end.destroyed && end.proc.alive)
+      net.world.sched.after(net.delayUs(), end.proc, 'peer-rst', () => end.receive({ kind: 'rst', why }));
+  }
+
   ended(_end: SimPeerSocket): void {
     if (this.dialer.destroyed && (this.listener?.destroyed ?? true)) this.net.forget(this);
   }
@@ -359,6 +409,8 @@ export class PeerNet {
     snapshotsOk: 0,
     snapshotsFailed: 0,
     frameChecksumFailures: 0,
+    halfOpen: 0,
+    replacedInbound: 0,
   };
   readonly rng: Prng;
   /** Set when every fault ends: the network stops resetting connections. */
@@ -436,6 +488,7 @@ export class PeerNet {
       (obj: object, msg: string): void => {
         const text = JSON.stringify(obj);
         if (text.includes('frame checksum mismatch')) this.stats.frameChecksumFailures++;
+        if (msg.includes('replaces a silent one')) this.stats.replacedInbound++;
         w.trace(`${proc.name} ${level}: ${msg} ${text.slice(0, 200)}`);
       };
     const t = await PeerTransport.start({
@@ -587,6 +640,12 @@ export class PeerNet {
     return client;
   }
 
+  /** A process of node `nodeId` runs and listens (its machine's kernel would answer a segment). */
+  machineUp(nodeId: NodeId): boolean {
+    for (const e of this.listeners.values()) if (e.nodeId === nodeId && e.proc.alive) return true;
+    return false;
+  }
+
   private track(proc: SimProcess, conn: SimConn): void {
     this.conns.get(proc)?.add(conn);
   }
@@ -604,7 +663,11 @@ export class PeerNet {
     const kill = proc.kill.bind(proc);
     proc.kill = () => {
       kill();
-      for (const c of set) c.resetBoth(`${proc.name} died`);
+      const silent = proc.lostPower && this.cfg.halfOpenOnPowerLoss === true;
+      for (const c of set) {
+        if (silent) c.halfOpen(c.dialer.proc === proc ? c.dialer : (c.listener as SimPeerSocket));
+        else c.resetBoth(`${proc.name} died`);
+      }
       set.clear();
       this.conns.delete(proc);
     };

@@ -32,6 +32,19 @@ describe('the production PeerTransport inside the full-stack simulation', () => 
     }
   });
 
+  it('a member back from a power loss is heard at once: its peers replace the connections it left half-open', {
+    timeout: 300_000,
+  }, async () => {
+    // `nodes` seed 15 draws half-open connections at a power loss (`halfOpenOnPowerLoss`): the survivors are told
+    // nothing, and the rebooted member dials while their old inbound connections from it are still open. Before
+    // 2026-11-26 the transport refused it as a duplicate until those timed out (10 s); now the silent ones are replaced.
+    const r = await runFullSim({ seed: 15, profile: 'nodes', ...production });
+    expectClean(r);
+    expect(r.config.transport.halfOpenOnPowerLoss).toBe(true);
+    expect(r.stats.peerNet?.halfOpen).toBeGreaterThan(0);
+    expect(r.stats.peerNet?.replacedInbound).toBeGreaterThan(0);
+  });
+
   it('streams snapshots to lagging and restarted nodes through the snapshot channel', {
     timeout: 300_000,
   }, async () => {

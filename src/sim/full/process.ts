@@ -209,6 +209,8 @@ export class SimProcess {
   busyUntilUs = 0;
   /** When it crashed (global µs), if it did. */
   diedAtUs: number | undefined;
+  /** It died because its machine lost power: no FIN or RST left the machine for its connections. */
+  lostPower = false;
   private readonly held: SimEvent[] = [];
   private readonly timers = new Set<SimTimer>();
 

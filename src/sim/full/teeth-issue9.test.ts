@@ -264,11 +264,17 @@ describe('the full-stack simulator and the issue-9 switches', () => {
   it('7b: a torn record holding a frame-shaped value is refused with the switch, cut without it', {
     timeout: 120_000,
   }, async () => {
-    const fixed = await runFullSim({ seed: 2, profile: 'disk' });
+    // halfOpen off: the run recorded here predates half-open connections at a power loss (seed 2 draws them).
+    const fixed = await runFullSim({ seed: 2, profile: 'disk', halfOpen: false });
     expect(fixed.config.kvFrameValues).toBe(true);
     expect(fixed.config.weights.nodePowerLossMidWrite).toBeGreaterThan(0);
     expect(fixed.failure).toBeUndefined();
-    const refused = await runFullSim({ seed: 2, profile: 'disk', bugs: ['wal-torn-frame-shaped-refused'] });
+    const refused = await runFullSim({
+      seed: 2,
+      profile: 'disk',
+      halfOpen: false,
+      bugs: ['wal-torn-frame-shaped-refused'],
+    });
     expect(refused.failure?.kind).toBe('process-crash');
     expect(refused.failure?.detail).toMatch(
       /could not start .*runs \d+ bytes past end of file, and a valid frame follows it/,
