@@ -30,11 +30,15 @@ export function memoryCacheFs(disk: () => MemoryFs): CacheFs {
   };
 }
 
-export function simCacheHost(world: World, proc: SimProcess, rng: Prng): CacheHost {
+/**
+ * `pidNs`: the process's PID namespace (default 'sim', one for the whole run, so every holder's PID can be checked);
+ * a namespace of its own per process puts every other holder where its PID cannot be checked (another container).
+ */
+export function simCacheHost(world: World, proc: SimProcess, rng: Prng, pidNs = 'sim'): CacheHost {
   return {
     pid: proc.pid,
     hostname: proc.machine.name,
-    pidNs: 'sim',
+    pidNs,
     startTicks: (pid) => world.processByPid(pid)?.name ?? null,
     alive: (pid) => world.isPidAlive(pid),
     wallMs: () => Math.floor(proc.wallMs()),

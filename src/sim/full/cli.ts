@@ -19,6 +19,9 @@
 //                      PeerTransport over simulated TCP, or either as the seed draws it (default drawn)
 //   --hostile drawn|none|peer|resp|both   strangers on the peer ports and/or hostile RESP clients (default drawn:
 //                      both in every seed of profile hostile, none elsewhere)
+//   --defaults on|off|drawn   run with what users run: `floe serve`'s and the SDK's defaults (10 s leases, 2 s
+//                      request timeouts, a snapshot every 10,000 entries, 64 MiB WAL segments, 20-30 s of faults),
+//                      client hosts in PID namespaces of their own in half of them; default drawn (about 1 seed in 6)
 //   --bug NAME         re-introduce a known bug (repeatable; test-only switches, see docs/simulator-full.md)
 //   --workarounds none|A,B   harness workarounds for open findings (default: all of them, see docs)
 //   --jobs J           run seeds in J child processes (default 1)
@@ -51,7 +54,7 @@ interface Cli {
 const USAGE = `usage: npm run sim:full -- [--seeds N] [--start S] [--seed S] [--profile P] [--nodes N]
          [--clients N] [--kv-clients N] [--seq-clients N] [--snowflake-clients N]
          [--resp-lease-clients N] [--seconds S] [--heal-seconds S]
-         [--storage durable|memory] [--eio-restart reboot|process] [--peer-transport sim|production|drawn] [--hostile drawn|none|peer|resp|both] [--bug NAME]...
+         [--storage durable|memory] [--eio-restart reboot|process] [--peer-transport sim|production|drawn] [--hostile drawn|none|peer|resp|both] [--defaults on|off|drawn] [--bug NAME]...
          [--workarounds none|LIST] [--jobs J] [--tail N]
          [--verbose] [--json]
 profiles:
@@ -86,6 +89,7 @@ function parse(argv: string[]): Cli {
       'eio-restart': { type: 'string' },
       'peer-transport': { type: 'string' },
       hostile: { type: 'string' },
+      defaults: { type: 'string' },
       bug: { type: 'string', multiple: true },
       workarounds: { type: 'string' },
       jobs: { type: 'string' },
@@ -124,6 +128,10 @@ function parse(argv: string[]): Cli {
           peerStrangers: hostile === 'peer' || hostile === 'both',
           respHostile: hostile === 'resp' || hostile === 'both',
         };
+  const defaults = values.defaults ?? 'drawn';
+  if (defaults !== 'on' && defaults !== 'off' && defaults !== 'drawn') {
+    throw new UsageError(`--defaults must be on, off or drawn, got "${defaults}"`);
+  }
   const one = int('seed', values.seed, 0, MAX_SEED);
   const count = int('seeds', values.seeds, 1, 100_000_000) ?? 100;
   const start = int('start', values.start, 0, MAX_SEED) ?? 1;
@@ -153,6 +161,7 @@ function parse(argv: string[]): Cli {
   keep('eio-restart', eio, 'reboot');
   keep('peer-transport', peerTransport, 'drawn');
   keep('hostile', hostile, 'drawn');
+  keep('defaults', defaults, 'drawn');
   for (const b of values.bug ?? []) replayArgs.push('--bug', b);
   keep('workarounds', values.workarounds);
   const workarounds =
@@ -185,6 +194,7 @@ function parse(argv: string[]): Cli {
       eioRestart: eio,
       peerTransport,
       ...hostileOverrides,
+      ...(defaults === 'drawn' ? {} : { defaults }),
       bugs: values.bug ?? [],
       ...(workarounds === undefined ? {} : { workarounds }),
     },
@@ -378,7 +388,7 @@ export async function main(argv: string[]): Promise<number> {
       report(r, cli, cli.single || shownTails++ < 3);
     } else if (cli.single && !cli.json) {
       process.stdout.write(
-        `seed ${r.seed} ok (${r.profile}): ${r.stats.events} events, ${r.stats.simMs} ms simulated, ` +
+        `seed ${r.seed} ok (${r.profile}${r.config.productionDefaults ? ', production defaults' : ''}): ${r.stats.events} events, ${r.stats.simMs} ms simulated, ` +
           `${r.stats.oracle.ids} IDs, ${r.stats.acknowledgedWrites} acknowledged writes, trace ${r.traceHash}\n`,
       );
     }

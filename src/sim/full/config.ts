@@ -9,6 +9,7 @@ import { type NetConditions, QUIET_NET } from './network.js';
 import type { NodeSettings } from './node-host.js';
 import type { PeerTransportConfig } from './peer-net.js';
 import type { PeerStrangerConfig } from './peer-strangers.js';
+import { PRODUCTION, sdkDefaultRequestTimeoutMs } from './production-defaults.js';
 import type { RespHostileConfig } from './resp-hostile.js';
 
 export type FaultKind =
@@ -370,6 +371,11 @@ export interface LeaseWorkloadConfig {
   acquireTimeoutMs?: number;
   /** The SDK's `safetyMarginMs` (undefined: its default, TTL/10 + 100 ms; drawn only in the `coarse` profile). */
   safetyMarginMs?: number;
+  /**
+   * The clients name no tuning (production-defaults seeds): no `requestTimeoutMs` and no `ttlMs` (the SDK's defaults;
+   * `requestTimeoutMs` and `ttlMs` above then hold what the SDK resolves them to, for the harness's own timing).
+   */
+  sdkDefaults?: boolean;
 }
 
 /** How a sequence client calls: the HTTP routes, RESP (INCR/INCRBY/SEQ.ALLOC), or the SDK's FloeSequence. */
@@ -474,6 +480,13 @@ export interface SimConfig {
   peerStrangers?: PeerStrangerConfig;
   /** Hostile RESP clients (resp-hostile.ts); absent: none. Stream `config-hostile`. */
   respHostile?: RespHostileConfig;
+  /**
+   * The seed runs what users run (`config-late7-defaults`, drawProductionDefaults): nodes as `floe serve` builds them
+   * with its defaults, SDK clients with the SDK's; `containerHosts`: the first this many lease client hosts run each
+   * process in a PID namespace of its own (a container per process), so their cache locks cannot check a holder's
+   * PID. Absent: the drawn tuning.
+   */
+  productionDefaults?: { containerHosts: number };
 }
 
 export interface ConfigOverrides {
@@ -499,6 +512,8 @@ export interface ConfigOverrides {
   peerStrangers?: boolean;
   /** Hostile RESP clients (default: every `hostile` seed, no other). */
   respHostile?: boolean;
+  /** Production defaults (drawProductionDefaults): in every seed, in none, or drawn (default: about 1 in 6). */
+  defaults?: 'on' | 'off' | 'drawn';
 }
 
 export const COARSE_LAYOUT: Layout = defineLayout({
@@ -742,7 +757,63 @@ export function drawConfig(seed: number, profileName: string, o: ConfigOverrides
   // (more reads on followers, whose ReadIndex answers a stall can hold).
   if (frameValues || p.name === 'stalls') cfg.kvThinkMs = [5, 60];
   drawHostile(seed, p.name, o, cfg);
-  return p.coarseLeases ? drawCoarse(seed, p, cfg) : cfg;
+  return drawProductionDefaults(seed, o, p.coarseLeases ? drawCoarse(seed, p, cfg) : cfg);
+}
+
+/**
+ * What users run (`config-late7-defaults`, a stream of its own drawn over the finished configuration: a seed that
+ * does not draw it keeps its configuration and its run). In about 1 in 6 seeds of every profile (`--defaults on|off`
+ * forces it): the nodes built as `floe serve` builds them (its DEFAULTS: 50 ms ticks, 10 election ticks, a snapshot
+ * every 10,000 entries with 5,000 trailing, 64 MiB WAL segments, the LeaseService's default TTL, the production peer
+ * transport unless `--peer-transport sim`, its default snapshot chunk), the SDK clients naming no tuning (10 s TTL,
+ * 2 s request timeout, default margins and acquire timeouts, the default layout, the SDK's own monotonic clock),
+ * server-side Snowflake keys at their default TTL, and in half of them 1-3 client hosts whose processes each run in
+ * a PID namespace of their own. Leases of 10 s need time to expire and change hands: 20 or 30 s of faults (unless
+ * `--seconds`), and 30 s to heal (unless `--heal-seconds`: a crashed holder's lock then looks alive until its
+ * heartbeat is max(2 TTL, TTL + 10 s) old).
+ */
+function drawProductionDefaults(seed: number, o: ConfigOverrides, cfg: SimConfig): SimConfig {
+  const r = new Prng(seed).fork('config-late7-defaults');
+  const drawn = r.chance(1 / 6);
+  const containerHosts = r.chance(1 / 2) ? r.range(1, 3) : 0;
+  const seconds = r.pick([20, 30]);
+  if (!(o.defaults === 'on' || (o.defaults !== 'off' && drawn))) return cfg;
+  const serve = PRODUCTION.serve;
+  const ttlMs = PRODUCTION.leaseTtlMs;
+  const { acquireTimeoutMs: _a, safetyMarginMs: _m, ...lease } = cfg.lease;
+  return {
+    ...cfg,
+    seconds: o.seconds ?? seconds,
+    healSeconds: o.healSeconds ?? 30,
+    node: {
+      ...cfg.node,
+      production: true,
+      tickMs: serve.tickMs,
+      electionTicks: serve.electionTicks,
+      snapshotEvery: serve.snapshotEvery,
+      trailingEntries: serve.snapshotTrailing,
+      leaseTtlMs: ttlMs,
+    },
+    lease: {
+      ...lease,
+      ttlMs,
+      layout: FLOE_LAYOUT,
+      requestTimeoutMs: sdkDefaultRequestTimeoutMs(),
+      processMonotonic: false,
+      cache: cfg.lease.cache || containerHosts > 0,
+      sdkDefaults: true,
+    },
+    snowflake: {
+      ...cfg.snowflake,
+      keys: cfg.snowflake.keys.map((k) => ({ ...k, ttlMs: PRODUCTION.snowflakeTtlMs })),
+    },
+    transport: {
+      ...cfg.transport,
+      production: o.peerTransport !== 'sim',
+      snapshotChunkBytes: PRODUCTION.snapshotChunkBytes,
+    },
+    productionDefaults: { containerHosts: Math.min(containerHosts, cfg.leaseClients) },
+  };
 }
 
 /**

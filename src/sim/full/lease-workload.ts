@@ -35,6 +35,17 @@ export interface LeaseClientSettings {
   /** The SDK's `acquireTimeoutMs` (undefined: its default). */
   acquireTimeoutMs?: number;
   /**
+   * The processes name no tuning (production-defaults seeds): no `requestTimeoutMs`, `ttlMs` or `layout`, so the SDK's
+   * defaults apply; `requestTimeoutMs`, `ttlMs` and `layout` above are what they resolve to (the simulated fetch times
+   * out after `requestTimeoutMs`, and a lease of another TTL is a harness failure).
+   */
+  sdkDefaults?: boolean;
+  /**
+   * Each process of this host runs in a PID namespace of its own (a container per process, the cache on a volume they
+   * share): the cache lock cannot check another process's PID and goes by the holder's heartbeat.
+   */
+  ownPidNamespaces?: boolean;
+  /**
    * The SDK's `safetyMarginMs` (undefined: its default). Set only by the `coarse` profile, whose hosts then also keep
    * their generator options inside what the SDK accepts for that margin. (Its hosts also kept a lease whose generator
    * threw `LeaseLostError` one tick before the deadline while the lease was valid: FS-16, where the lease renewed on
@@ -174,7 +185,7 @@ export class LeaseClientHost {
       : () => proc.wallMs();
     const client = new FloeClient({
       endpoints: this.endpoints,
-      requestTimeoutMs: s.requestTimeoutMs,
+      ...(s.sdkDefaults ? {} : { requestTimeoutMs: s.requestTimeoutMs }),
       fetch: this.router.fetchFor(proc, this.name, s.requestTimeoutMs),
       clock: {
         now: () => Math.floor(wall()),
@@ -183,7 +194,12 @@ export class LeaseClientHost {
       monotonic: () => proc.monoMs() - monoOrigin,
       bootId: this.machine.bootId,
       cacheFs: memoryCacheFs(() => this.disk),
-      cacheHost: simCacheHost(w, proc, w.rng(`cache-${proc.name}`)),
+      cacheHost: simCacheHost(
+        w,
+        proc,
+        w.rng(`cache-${proc.name}`),
+        s.ownPidNamespaces ? `pid:[${proc.name}]` : undefined,
+      ),
       setTimer: (fn, ms) => {
         const t = proc.setTimeout(fn, ms, 'sdk-timer');
         return { cancel: () => proc.clearTimer(t) };
@@ -206,8 +222,7 @@ export class LeaseClientHost {
         lease = await client.leaseWorker({
           app: s.app,
           nodeId: this.serviceId,
-          ttlMs: s.ttlMs,
-          layout: s.layout,
+          ...(s.sdkDefaults ? {} : { ttlMs: s.ttlMs, layout: s.layout }),
           // The SDK names each acquire (from the seeded stream), and sends an unanswered one's name again.
           ...(shared ? { requestId: `${this.name}-rq` } : {}),
           ...(s.cache ? { cachePath: CLIENT_CACHE_PATH } : {}),
@@ -222,6 +237,12 @@ export class LeaseClientHost {
         continue;
       }
       this.stats.acquired++;
+      if (s.sdkDefaults && (lease.ttlMs !== s.ttlMs || lease.layout.name !== s.layout.name))
+        w.fail(
+          'harness',
+          `${proc.name} got a lease of ${lease.ttlMs} ms, layout ${lease.layout.name}: the SDK's defaults are not the ` +
+            `${s.ttlMs} ms and ${s.layout.name} the harness assumes`,
+        );
       this.current = { proc, lease };
       this.oracle.leased(proc.name, lease.token, this.machine, askedAtUs, lease.resumedFromCache);
       w.trace(

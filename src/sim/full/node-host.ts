@@ -25,6 +25,7 @@ import { memoryCacheFs, simCacheHost } from './cache-disk.js';
 import { buildSimHttpApp } from './http-app.js';
 import type { VirtualNetwork } from './network.js';
 import { Machine, MachineClock, SimProcess } from './process.js';
+import { REMOTE_ALLOC_DEFAULT_TIMEOUT_MS, sdkDefaultRequestTimeoutMs } from './production-defaults.js';
 import type { RaftObserver } from './raft-observer.js';
 import type { World } from './world.js';
 
@@ -49,6 +50,12 @@ export interface NodeSettings {
    * clients. `cache`: the node keeps its leases under `<dataDir>/snowflake-leases` on its disk, as production does.
    */
   snowflakes?: { cache: boolean };
+  /**
+   * Built as src/node/start.ts builds a node (production-defaults seeds): what it leaves to the defaults is left to
+   * them (WAL segment size, heartbeat ticks, proposal timeout, the LeaseService's TTL, the node's own SDK client's
+   * request timeout, the remote allocation timeout); the values above are `floe serve`'s DEFAULTS.
+   */
+  production?: boolean;
 }
 
 export type NodeState = 'down' | 'booting' | 'up' | 'halted' | 'failed';
@@ -141,7 +148,7 @@ export class NodeHost {
       leaseEvent(nodeId: NodeId, e: LeaseEvent): void;
       stopped(host: NodeHost, reason: string): void;
       /** HTTP from this node's process to other members (a follower's segment allocation through the leader). */
-      memberFetch(proc: SimProcess, name: string): FetchLike;
+      memberFetch(proc: SimProcess, name: string, timeoutMs: number): FetchLike;
       /** The production PeerTransport over simulated TCP (peer-net.ts), in seeds that run it; else network.ts. */
       peerTransport?(proc: SimProcess, sink: TransportSink): Promise<NodeTransport>;
       /** The node's SnowflakeService got a lease (asked for at global µs `askedAtUs`). */
@@ -212,7 +219,7 @@ export class NodeHost {
         fs: this.disk,
         bootstrapConf,
         trailingEntries: s.trailingEntries,
-        segmentBytes: 64 * 1024,
+        ...(s.production ? {} : { segmentBytes: 64 * 1024 }),
         lockOwner: { pid: proc.pid, isAlive: (pid) => w.isPidAlive(pid) },
         onWarning: (m) => w.trace(`${proc.name} storage warning: ${m}`),
       });
@@ -250,9 +257,8 @@ export class NodeHost {
       self: { httpAddr: this.member.httpAddr, respAddr: this.member.respAddr },
       tickMs: s.tickMs,
       electionTicks: s.electionTicks,
-      heartbeatTicks: s.heartbeatTicks,
       snapshotEvery: s.snapshotEvery,
-      proposalTimeoutMs: s.proposalTimeoutMs,
+      ...(s.production ? {} : { heartbeatTicks: s.heartbeatTicks, proposalTimeoutMs: s.proposalTimeoutMs }),
       random: rng.asRandomInt(),
       // From a stream of its own (the node's randomness keeps its draws): the ReadIndex contexts' incarnation.
       incarnation: incarnationBytes(w.rng(`node-incarnation-${this.id}-${this.incarnation}`), 8),
@@ -298,13 +304,17 @@ export class NodeHost {
         setTimeout: (fn, ms) => proc.setTimeout(fn, ms, 'lease-service'),
         clearTimeout: (h) => proc.clearTimer(h),
       },
-      defaultTtlMs: s.leaseTtlMs,
+      ...(s.production ? {} : { defaultTtlMs: s.leaseTtlMs }),
       newRequestId: () => `rq-${this.id}-${rng.nextU32().toString(16)}`,
       onError: (what, err) => w.trace(`${proc.name} lease service: ${what}: ${String(err)}`),
     });
     // Sequences as src/node/start.ts serves them: strict keys on the leader, node-mode keys from each node's own
     // segments (a follower allocates them through the leader's internal route, with the cluster secret).
-    const memberFetch = this.hooks.memberFetch(proc, `n${this.id}`);
+    const memberFetch = this.hooks.memberFetch(proc, `n${this.id}`, 1000);
+    // The simulated fetch times out after what the caller's own timeout would be (it cannot see the AbortSignal).
+    const allocFetch = s.production
+      ? this.hooks.memberFetch(proc, `n${this.id}`, REMOTE_ALLOC_DEFAULT_TIMEOUT_MS)
+      : memberFetch;
     const sequences = !s.sequences
       ? undefined
       : new SequenceService({
@@ -318,15 +328,23 @@ export class NodeHost {
           remoteAlloc: httpRemoteAlloc({
             secret: SIM_CLUSTER_SECRET,
             leaderHttpAddr: () => n.leaderHint()?.httpAddr,
-            timeoutMs: 1000,
+            ...(s.production ? {} : { timeoutMs: 1000 }),
             fetch: async (url, init) => {
-              const r = await memberFetch(url, init);
+              const r = await allocFetch(url, init);
               const text = await r.text();
               return { status: r.status, json: async () => JSON.parse(text) as unknown };
             },
           }),
         });
-    const snowflakes = s.snowflakes ? this.snowflakeService(proc, n, sm, leases, memberFetch) : undefined;
+    const snowflakes = s.snowflakes
+      ? this.snowflakeService(
+          proc,
+          n,
+          sm,
+          leases,
+          s.production ? this.hooks.memberFetch(proc, `n${this.id}`, sdkTimeoutMs()) : memberFetch,
+        )
+      : undefined;
     const app = await buildSimHttpApp(
       n,
       sm.kv,
@@ -376,7 +394,7 @@ export class NodeHost {
     const rids = w.rng(`sf-rid-${proc.name}`);
     const client = new FloeClient({
       endpoints: [`http://${this.httpAddr}`],
-      requestTimeoutMs: 1000,
+      ...(this.settings.production ? {} : { requestTimeoutMs: 1000 }),
       fetch: signedMemberFetch(SIM_CLUSTER_SECRET, this.id, fetch),
       clock: {
         now: () => Math.floor(proc.wallMs()),
@@ -593,6 +611,13 @@ function brief(obj: object): string {
   } catch {
     return String(obj);
   }
+}
+
+let sdkTimeout: number | undefined;
+/** The SDK's default request timeout (read once from the SDK). */
+function sdkTimeoutMs(): number {
+  sdkTimeout ??= sdkDefaultRequestTimeoutMs();
+  return sdkTimeout;
 }
 
 /** The simulated cluster's shared secret (members' internal calls prove it). */

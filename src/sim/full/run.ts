@@ -280,6 +280,14 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
   const w = new RunWorld(o.seed, trace, o.bugs ?? [], o.verbose);
   const sched = w.sched;
   const rng = w.rng('run');
+  if (cfg.productionDefaults) {
+    const c = cfg.productionDefaults.containerHosts;
+    w.trace(
+      `production defaults: tick ${cfg.node.tickMs} ms x ${cfg.node.electionTicks}, snapshot every ${cfg.node.snapshotEvery} ` +
+        `(${cfg.node.trailingEntries} trailing), lease TTL ${cfg.lease.ttlMs} ms, SDK request timeout ` +
+        `${cfg.lease.requestTimeoutMs} ms${c > 0 ? `, c1..c${c} in PID namespaces of their own` : ''}`,
+    );
+  }
 
   const onProcessError = (err: unknown) => w.fail('process-crash', `uncaught: ${errText(err)}`);
   const switchBugsOff = switchBugsOn(o.bugs ?? []);
@@ -387,7 +395,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
           oracle.leaseEvent(e);
         },
         stopped: (host, reason) => supervise(host, reason),
-        memberFetch: (proc, name) => router.fetchFor(proc, name, 1000),
+        memberFetch: (proc, name, timeoutMs) => router.fetchFor(proc, name, timeoutMs),
         ...(peerNet ? { peerTransport: (proc, sink) => peerNet.start(m.id, proc, sink, m.peerAddr) } : {}),
         snowflakeLeased: (proc, lease, askedAtUs) => {
           sfDeliveries.stats.leases++;
@@ -487,6 +495,8 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
           releaseChance: cfg.lease.releaseChance,
           cache: cfg.lease.cache,
           processMonotonic: cfg.lease.processMonotonic,
+          ...(cfg.lease.sdkDefaults ? { sdkDefaults: true } : {}),
+          ...(i < (cfg.productionDefaults?.containerHosts ?? 0) ? { ownPidNamespaces: true } : {}),
           ...(cfg.lease.safetyMarginMs === undefined ? {} : { safetyMarginMs: cfg.lease.safetyMarginMs }),
         },
         router,
