@@ -46,7 +46,10 @@ export interface DurableStorageOptions {
   onWarning?: (message: string) => void;
   /** Every file operation goes through this. Default: the real file system (`nodeFs`); tests and simulations pass a `MemoryFs`. */
   fs?: StorageFs;
-  /** Identity recorded in (and checked against) the LOCK file. Default: this process's PID and `kill(pid, 0)`. */
+  /**
+   * Identity recorded in (and checked against) the LOCK file. Default: this process (`processLockOwner`: PID, boot ID,
+   * start time, and the locks this process holds).
+   */
   lockOwner?: LockOwner;
 }
 
@@ -142,7 +145,10 @@ export class DurableStorage implements NodeStorage {
     }
     const lock = await LockFile.acquire(dir, fs, options.lockOwner ?? processLockOwner);
     if (lock.tookOverFrom !== undefined)
-      warn(`took over a stale lock left by dead process ${lock.tookOverFrom}`);
+      warn(
+        `took over a stale lock left by dead process ${lock.tookOverFrom}` +
+          (lock.staleBecause ? ` (${lock.staleBecause})` : ''),
+      );
     try {
       const { wal, state, recovery } = await Wal.open(path.join(dir, 'wal'), {
         segmentBytes: options.segmentBytes ?? DEFAULT_SEGMENT_BYTES,
