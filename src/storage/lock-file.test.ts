@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { processStartTicks, readBootId } from '../net/process-identity.js';
 import { DurableStorage } from './durable-storage.js';
 import { StorageLockedError } from './errors.js';
+import { runLockExample } from './lock-example.js';
 import { HeldLocks, isAlive, LOCK_FILE_NAME, LockFile, type LockOwner, parseRecord } from './lock-file.js';
 import { MemoryFs } from './memory-fs.js';
 import { removeTempDirs, tempDir } from './test-helpers.js';
@@ -115,6 +116,7 @@ describe('LockFile', () => {
     await writeLock(dir, 'garbage');
     const lock = await LockFile.acquire(dir);
     expect(lock.tookOverFrom).toBe(0);
+    expect(lock.staleBecause).toBeUndefined(); // warned as "dead process 0", as before
     await lock.release();
   });
 
@@ -260,5 +262,16 @@ describe('DurableStorage.open and the LOCK', () => {
       await again.close();
     }
     expect((await fsp.readdir(dir)).sort()).toEqual(['snap', 'wal']);
+  });
+
+  it('the runnable example (src/storage/lock-example.ts) reopens after a LOCK naming its own PID', async () => {
+    const lines: string[] = [];
+    await runLockExample(await tempDir(), (l) => lines.push(l));
+    expect(lines[0]).toMatch(new RegExp(`^LOCK while open: "${process.pid}\\\\n`));
+    expect(lines.slice(1)).toEqual([
+      'second open: ERR_STORAGE_LOCKED',
+      `warning: took over a stale lock left by dead process ${process.pid} (its PID is this process's, which does not hold it: an earlier process with this PID left it)`,
+      'reopened',
+    ]);
   });
 });

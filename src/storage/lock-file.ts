@@ -194,7 +194,8 @@ async function take(
       }
       await removeIfExists(fs, aside);
       tookOverFrom = holder.pid;
-      staleBecause = why === NOT_RUNNING ? undefined : why;
+      // The two reasons a PID-only lock could already have: the warning stays as it was for them.
+      staleBecause = why === NOT_RUNNING || why === UNREADABLE ? undefined : why;
     }
     throw new StorageConfigError(
       `could not take the lock ${file}: it keeps changing (another process starting?)`,
@@ -205,18 +206,19 @@ async function take(
 }
 
 const NOT_RUNNING = 'no process has its PID';
+const UNREADABLE = 'unreadable lock file';
 
 /**
  * Why the recorded holder is dead, or undefined if it may be alive. `owner.held` was checked when
  * the acquisition began: no lock file of this process is this one.
  */
 function staleReason(owner: LockOwner, h: LockRecord): string | undefined {
-  if (h.pid <= 0) return 'unreadable lock file';
+  if (h.pid <= 0) return UNREADABLE;
   if (owner.bootId !== undefined && h.bootId !== undefined && h.bootId !== owner.bootId) {
     return 'it was taken before this machine last booted';
   }
   if (h.pid === owner.pid && owner.held) {
-    return 'its PID is this process’s, and this process does not hold it (a restart that reused the PID)';
+    return "its PID is this process's, which does not hold it: an earlier process with this PID left it";
   }
   if (!owner.isAlive(h.pid)) return NOT_RUNNING;
   if (h.startTicks !== undefined) {
