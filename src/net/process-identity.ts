@@ -1,12 +1,24 @@
 // What tells one process on this machine apart from another that has, or once had, the same PID:
 // the machine's boot ID and the process's start time. Shared by the data directory's LOCK
 // (src/storage/lock-file.ts) and the SDK's lease-cache lock (src/client/cache-lock.ts).
-import { readFileSync } from 'node:fs';
+import { readFileSync, readlinkSync } from 'node:fs';
 
 /** This machine's boot ID (Linux), or undefined elsewhere: it changes at every boot. */
 export function readBootId(): string | undefined {
   try {
     return readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim() || undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * This process's PID namespace: the target of `/proc/self/ns/pid` (`pid:[4026531836]`), or undefined where unknown
+ * (no /proc). Two processes in different PID namespaces (two containers) cannot see each other's PIDs.
+ */
+export function readPidNamespace(): string | undefined {
+  try {
+    return readlinkSync('/proc/self/ns/pid').trim() || undefined;
   } catch {
     return undefined;
   }

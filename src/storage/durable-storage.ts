@@ -182,7 +182,7 @@ export class DurableStorage implements NodeStorage {
           warn(
             `removed snapshot file ${path.join(snaps.dir, r)} (older than the newest ${keep}, or never recorded in the WAL)`,
           );
-        return new DurableStorage(
+        const storage = new DurableStorage(
           dir,
           mem,
           wal,
@@ -196,6 +196,13 @@ export class DurableStorage implements NodeStorage {
           state.floor,
           recovery,
         );
+        // Another process took the directory over (a heartbeat found LOCK naming it): fail-stop, as after a
+        // failed fsync, so that this process never appends to a WAL another one appends to.
+        lock.onLost((why) => {
+          warn(`${why}; this storage refuses all further writes (fail-stop)`);
+          wal.failStop(why);
+        });
+        return storage;
       } catch (err) {
         await wal.close();
         throw err;

@@ -3,13 +3,21 @@ import { once } from 'node:events';
 import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { processStartTicks, readBootId } from '../net/process-identity.js';
+import { processStartTicks, readBootId, readPidNamespace } from '../net/process-identity.js';
 import { DurableStorage } from './durable-storage.js';
-import { StorageLockedError } from './errors.js';
+import { StorageFailedError, StorageLockedError } from './errors.js';
 import { runLockExample } from './lock-example.js';
-import { HeldLocks, isAlive, LOCK_FILE_NAME, LockFile, type LockOwner, parseRecord } from './lock-file.js';
+import {
+  HeldLocks,
+  isAlive,
+  LOCK_FILE_NAME,
+  LockFile,
+  type LockHeartbeat,
+  type LockOwner,
+  parseRecord,
+} from './lock-file.js';
 import { MemoryFs } from './memory-fs.js';
-import { removeTempDirs, tempDir } from './test-helpers.js';
+import { ents, removeTempDirs, tempDir } from './test-helpers.js';
 
 const children: ChildProcess[] = [];
 afterEach(async () => {
@@ -50,6 +58,58 @@ function machineProcess(o: { pid: number; bootId: string; running: Record<number
   };
 }
 
+/**
+ * One host as the heartbeat seams see it: a wall clock, and the heartbeat timers of the processes on it. `sleep` (a
+ * process waiting for a lock) moves the clock on and runs every timer that is not frozen (`docker pause`).
+ */
+function host(bootId = 'B') {
+  const h = {
+    bootId,
+    now: 1_800_000_000_000,
+    timers: new Map<string, () => Promise<void>>(),
+    frozen: new Set<string>(),
+    sleeps: 0,
+    async advance(ms: number) {
+      h.now += ms;
+      for (const [who, beat] of h.timers) if (!h.frozen.has(who)) await beat();
+    },
+    /** A container on this host: PID 1 in its own PID namespace `ns`, started at `start` (its /proc/1). */
+    container(ns: string, start: string): LockOwner {
+      let nonces = 0;
+      const heartbeat: LockHeartbeat = {
+        everyMs: 2_000,
+        staleMs: 15_000,
+        waitMs: 17_000,
+        wallMs: () => h.now,
+        every(_ms, beat) {
+          h.timers.set(ns, beat);
+          return () => h.timers.delete(ns);
+        },
+        async sleep(ms) {
+          h.sleeps++;
+          await h.advance(ms);
+        },
+        nonce: () => `${ns.replace(/\D/g, '')}n${++nonces}`,
+      };
+      return {
+        pid: 1,
+        bootId,
+        pidNs: ns,
+        isAlive: (p) => p === 1,
+        startTicks: (p) => (p === 1 ? start : null),
+        held: new HeldLocks(),
+        heartbeat,
+      };
+    },
+  };
+  return h;
+}
+
+const NS_A = 'pid:[4026532001]';
+const NS_B = 'pid:[4026532002]';
+const setMtime = (dir: string, ms: number) =>
+  fsp.utimes(path.join(dir, LOCK_FILE_NAME), new Date(ms), new Date(ms));
+
 describe('LockFile', () => {
   it('writes our PID, boot ID and start time, refuses a second open in this process, and releases', async () => {
     const dir = await tempDir();
@@ -61,6 +121,8 @@ describe('LockFile', () => {
       pid: process.pid,
       ...(readBootId() !== undefined ? { bootId: readBootId() } : {}),
       ...(processStartTicks(process.pid) !== null ? { startTicks: processStartTicks(process.pid) } : {}),
+      ...(readPidNamespace() !== undefined ? { pidNs: readPidNamespace() } : {}),
+      nonce: expect.stringMatching(/^[0-9a-f]{16}$/),
     });
     const err = await refusal(LockFile.acquire(dir));
     expect(err).toBeInstanceOf(StorageLockedError);
@@ -235,6 +297,117 @@ describe('LockFile', () => {
     expect(next.tookOverFrom).toBe(3);
     await next.release();
     await lock.release(); // the file names 4 no more, nor 3: nothing to remove
+  });
+});
+
+describe('LockFile across PID namespaces (containers sharing a data volume)', () => {
+  it("a second container on a shared volume (same PID 1, another PID namespace) is refused while the first one's heartbeat is fresh", async () => {
+    const dir = await tempDir();
+    const h = host();
+    const first = await LockFile.acquire(dir, undefined, h.container(NS_A, '5000'));
+    const text = await lockText(dir);
+    expect(text).toBe(`1\nboot B\nstart 5000\npidns ${NS_A}\nnonce 4026532001n1\n`);
+    // The second container is PID 1 too, does not hold the lock, and its own /proc/1 has another start time: the
+    // PID rules would call the first one dead. It waits (the first keeps beating) for 17 s, then is refused.
+    const err = await refusal(LockFile.acquire(dir, undefined, h.container(NS_B, '6000')));
+    expect(err).toBeInstanceOf(StorageLockedError);
+    expect((err as StorageLockedError).pid).toBe(1);
+    expect((err as Error).message).toMatch(
+      /locked by live process 1 in another PID namespace \(pid:\[4026532001\]; this process: pid:\[4026532002\]\), whose heartbeat is 0\.0 s old \(taken over once older than 15\.0 s; waited 17\.0 s\)/,
+    );
+    expect(h.sleeps).toBeGreaterThan(1);
+    // The first one's lock is untouched and still its own.
+    expect(await lockText(dir)).toBe(text);
+    await first.beat();
+    expect(first.lost).toBeUndefined();
+    await first.release();
+    expect(await fsp.readdir(dir)).toEqual([]);
+  });
+
+  it('a restarted container (another PID namespace, stale heartbeat) takes over', async () => {
+    const dir = await tempDir();
+    const h = host();
+    // The container was killed holding the lock 3 s ago; restarted, it is PID 1 in a new PID namespace.
+    await writeLock(dir, `1\nboot B\nstart 5000\npidns ${NS_A}\nnonce aa\n`);
+    await setMtime(dir, h.now - 3_000);
+    const restarted = await LockFile.acquire(dir, undefined, h.container(NS_B, '7000'));
+    expect(restarted.tookOverFrom).toBe(1);
+    expect(restarted.staleBecause).toBe(
+      `it was taken in another PID namespace (${NS_A}) and its heartbeat is 15.0 s old, stale after 15.0 s`,
+    );
+    expect(parseRecord(await lockText(dir))).toMatchObject({ pid: 1, pidNs: NS_B, startTicks: '7000' });
+    await restarted.release();
+
+    // Stale already (the supervisor retried later): taken over at once, without waiting.
+    await writeLock(dir, `1\nboot B\nstart 5000\npidns ${NS_A}\nnonce bb\n`);
+    await setMtime(dir, h.now - 60_000);
+    const sleeps = h.sleeps;
+    const later = await LockFile.acquire(dir, undefined, h.container('pid:[4026532003]', '9000'));
+    expect(later.tookOverFrom).toBe(1);
+    expect(h.sleeps).toBe(sleeps);
+    await later.release();
+
+    // Recorded on another boot: dead at once, however fresh its mtime.
+    await writeLock(dir, `1\nboot A\nstart 5000\npidns ${NS_A}\nnonce cc\n`);
+    const afterReboot = await LockFile.acquire(dir, undefined, h.container(NS_B, '40'));
+    expect(afterReboot.staleBecause).toMatch(/before this machine last booted/);
+    expect(h.sleeps).toBe(sleeps);
+    await afterReboot.release();
+  });
+
+  it('the PID rules apply within one PID namespace, or when either namespace is unknown', async () => {
+    const dir = await tempDir();
+    const h = host();
+    // Recorded in our own namespace, PID 1 = us, not held by us: an earlier process of this namespace left it.
+    await writeLock(dir, `1\nboot B\nstart 5000\npidns ${NS_B}\nnonce aa\n`);
+    const same = await LockFile.acquire(dir, undefined, h.container(NS_B, '6000'));
+    expect(same.staleBecause).toMatch(/its PID is this process's/);
+    await same.release();
+    // Without a namespace (an older build wrote it): today's PID rules, with no wait (a documented limit).
+    await writeLock(dir, '1\nboot B\nstart 5000\n');
+    const old = await LockFile.acquire(dir, undefined, h.container(NS_B, '6000'));
+    expect(old.staleBecause).toMatch(/its PID is this process's/);
+    await old.release();
+    expect(h.sleeps).toBe(0);
+    // A live process of our namespace recorded with its namespace: refused at once, as before.
+    await writeLock(dir, `4242\nboot B\npidns ${NS_B}\n`);
+    const me = { ...h.container(NS_B, '6000'), isAlive: (p: number) => p === 1 || p === 4242 };
+    const err = await refusal(LockFile.acquire(dir, undefined, me));
+    expect((err as Error).message).toContain('locked by live process 4242: ');
+    expect(h.sleeps).toBe(0);
+  });
+
+  it('a holder whose lock was taken over fail-stops at its next heartbeat', async () => {
+    const dir = await tempDir();
+    const h = host();
+    const aWarnings: string[] = [];
+    const a = await DurableStorage.open(dir, {
+      bootstrapConf: { voters: [1], learners: [] },
+      lockOwner: h.container(NS_A, '5000'),
+      onWarning: (m) => aWarnings.push(m),
+    });
+    await a.save({ entries: ents(1, 3, 1) }, { sync: true });
+    await h.advance(2_000); // a heartbeat: still ours
+    expect(aWarnings).toEqual([]);
+    // The first container is frozen (docker pause) past the stale bound; a second one takes the directory over.
+    h.frozen.add(NS_A);
+    await h.advance(16_000);
+    const b = await DurableStorage.open(dir, { lockOwner: h.container(NS_B, '6000') });
+    expect(b.storage.lastIndex()).toBe(3);
+    // Thawed: its next heartbeat finds LOCK naming the other container, and its storage fail-stops.
+    h.frozen.delete(NS_A);
+    await h.advance(2_000);
+    expect(aWarnings).toEqual([
+      `the lock ${path.join(dir, LOCK_FILE_NAME)} now names process 1 in PID namespace ${NS_B}: another process took it over; this storage refuses all further writes (fail-stop)`,
+    ]);
+    const err = await refusal(a.save({ entries: ents(4, 4, 1) }, { sync: true }));
+    expect(err).toBeInstanceOf(StorageFailedError);
+    expect((err as Error).message).toContain('another process took it over');
+    await a.close(); // leaves the other container's LOCK alone
+    expect(parseRecord(await lockText(dir))).toMatchObject({ pidNs: NS_B });
+    await b.save({ entries: ents(4, 4, 1) }, { sync: true });
+    await b.close();
+    expect(h.timers.size).toBe(0); // every heartbeat stopped at release
   });
 });
 
