@@ -23,7 +23,6 @@ import {
 } from 'node:fs';
 import { hostname } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
-import { pidExists, processStartTicks } from '../net/process-identity.js';
 
 /**
  * The few file operations the cache and its lock use, with Linux's durability rules: `writeSynced` makes a file's
@@ -149,8 +148,24 @@ export const nodeCacheHost: CacheHost = {
       return null;
     }
   })(),
-  startTicks: processStartTicks,
-  alive: pidExists,
+  startTicks(pid) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      // Fields after the command name (which may contain spaces) start at field 3; start time is field 22.
+      return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? null;
+    } catch {
+      return null;
+    }
+  },
+  alive(pid) {
+    if (!Number.isSafeInteger(pid) || pid <= 0) return false;
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch (err) {
+      return (err as { code?: string } | null)?.code === 'EPERM';
+    }
+  },
   wallMs: () => Date.now(),
   nonce: (bytes) => randomBytes(bytes).toString('hex'),
   onExit(fn) {

@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+
 /** Monotonic time in ms. Never jumps; its origin is arbitrary. */
 export type MonotonicClock = () => number;
 
@@ -12,4 +14,10 @@ export const hrtimeMonotonic: MonotonicClock = () => {
 };
 
 /** This machine's boot ID (Linux), or undefined elsewhere: monotonic readings are comparable only within one boot. */
-export { readBootId } from '../net/process-identity.js';
+export function readBootId(): string | undefined {
+  try {
+    return readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim() || undefined;
+  } catch {
+    return undefined;
+  }
+}

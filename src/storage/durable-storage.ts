@@ -46,10 +46,7 @@ export interface DurableStorageOptions {
   onWarning?: (message: string) => void;
   /** Every file operation goes through this. Default: the real file system (`nodeFs`); tests and simulations pass a `MemoryFs`. */
   fs?: StorageFs;
-  /**
-   * Identity recorded in (and checked against) the LOCK file. Default: this process (`processLockOwner`: PID, boot ID,
-   * start time, and the locks this process holds).
-   */
+  /** Identity recorded in (and checked against) the LOCK file. Default: this process's PID and `kill(pid, 0)`. */
   lockOwner?: LockOwner;
 }
 
@@ -145,10 +142,7 @@ export class DurableStorage implements NodeStorage {
     }
     const lock = await LockFile.acquire(dir, fs, options.lockOwner ?? processLockOwner);
     if (lock.tookOverFrom !== undefined)
-      warn(
-        `took over a stale lock left by dead process ${lock.tookOverFrom}` +
-          (lock.staleBecause ? ` (${lock.staleBecause})` : ''),
-      );
+      warn(`took over a stale lock left by dead process ${lock.tookOverFrom}`);
     try {
       const { wal, state, recovery } = await Wal.open(path.join(dir, 'wal'), {
         segmentBytes: options.segmentBytes ?? DEFAULT_SEGMENT_BYTES,
@@ -182,7 +176,7 @@ export class DurableStorage implements NodeStorage {
           warn(
             `removed snapshot file ${path.join(snaps.dir, r)} (older than the newest ${keep}, or never recorded in the WAL)`,
           );
-        const storage = new DurableStorage(
+        return new DurableStorage(
           dir,
           mem,
           wal,
@@ -196,13 +190,6 @@ export class DurableStorage implements NodeStorage {
           state.floor,
           recovery,
         );
-        // Another process took the directory over (a heartbeat found LOCK naming it): fail-stop, as after a
-        // failed fsync, so that this process never appends to a WAL another one appends to.
-        lock.onLost((why) => {
-          warn(`${why}; this storage refuses all further writes (fail-stop)`);
-          wal.failStop(why);
-        });
-        return storage;
       } catch (err) {
         await wal.close();
         throw err;

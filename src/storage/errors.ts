@@ -41,15 +41,11 @@ export class StorageLockedError extends StorageError {
   constructor(
     readonly lockFile: string,
     readonly pid: number,
-    /** Set for a holder in another PID namespace: names it, its namespace and how old its heartbeat is. */
-    readonly detail?: string,
   ) {
     super(
       'ERR_STORAGE_LOCKED',
-      detail !== undefined
-        ? `data dir is locked by live process ${pid} ${detail}: ${lockFile}`
-        : `data dir is locked by live process ${pid}${pid === process.pid ? ' (this process: already open)' : ''}: ${lockFile}; ` +
-            'stop that process first (a lock left by a dead process is taken over automatically)',
+      `data dir is locked by live process ${pid}${pid === process.pid ? ' (this process: already open)' : ''}: ${lockFile}; ` +
+        'stop that process first (a lock left by a dead process is taken over automatically)',
     );
   }
 }

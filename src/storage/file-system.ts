@@ -12,8 +12,6 @@ import { promises as fsp } from 'node:fs';
 export interface StorageFileStat {
   isDirectory: boolean;
   size: number;
-  /** Last modification (wall clock, ms since the epoch), where the file system tells it. */
-  mtimeMs?: number;
 }
 
 /** An open file. Positions are absolute byte offsets; there is no file cursor. */
@@ -47,8 +45,6 @@ export interface StorageFs {
   unlink(file: string): Promise<void>;
   /** fsync of a directory: creations, renames and removals of names in it become durable. */
   syncDir(dir: string): Promise<void>;
-  /** Sets a file's modification time (the lock's heartbeat); optional: without it there is no heartbeat. */
-  touch?(file: string, mtimeMs: number): Promise<void>;
 }
 
 /** The real file system (node:fs promises on libuv's thread pool). */
@@ -57,7 +53,7 @@ export const nodeFs: StorageFs = {
   readFile: (file) => fsp.readFile(file),
   async stat(p) {
     const st = await fsp.stat(p);
-    return { isDirectory: st.isDirectory(), size: st.size, mtimeMs: st.mtimeMs };
+    return { isDirectory: st.isDirectory(), size: st.size };
   },
   mkdir: (dir) => fsp.mkdir(dir),
   async open(file, mode) {
@@ -72,7 +68,6 @@ export const nodeFs: StorageFs = {
   rename: (from, to) => fsp.rename(from, to),
   link: (existing, newPath) => fsp.link(existing, newPath),
   unlink: (file) => fsp.unlink(file),
-  touch: (file, mtimeMs) => fsp.utimes(file, new Date(mtimeMs), new Date(mtimeMs)),
   async syncDir(dir) {
     const fh = await fsp.open(dir, 'r');
     try {

@@ -477,15 +477,6 @@ export class Wal {
     this.counters.segmentsCreated++;
   }
 
-  /**
-   * Refuses all further work from now on, as after a failed write (fail-stop): e.g. once another process took over
-   * the data directory. Appends queued or being written are rejected, not acknowledged.
-   */
-  failStop(reason: string): void {
-    if (!this.failure)
-      this.failure = new StorageFailedError(`${reason}; refusing further writes to ${this.dir}`);
-  }
-
   private fail(err: unknown): StorageFailedError {
     if (!this.failure) {
       const e = asError(err);
