@@ -16,7 +16,7 @@ import { CacheLock } from './cache-lock.js';
 import { hrtimeMonotonic, type MonotonicClock, readBootId } from './clocks.js';
 import { ClientOptionError, FloeRequestError, FloeUnavailableError, ReplyMismatchError } from './errors.js';
 import { type FetchLike, HttpTransport } from './http-transport.js';
-import { type LeaseCacheRecord, readLeaseCache, writeLeaseCache } from './lease-cache.js';
+import { type LeaseCacheRecord, readLeaseCache, releaseMarkFailed, writeLeaseCache } from './lease-cache.js';
 import { ClientMetrics } from './metrics.js';
 import { FloeSequence, type SequenceOptions } from './sequence.js';
 import {
@@ -542,7 +542,11 @@ export class FloeClient {
     // Durably before the release is sent: it may take effect with its answer lost, and the lease must never be
     // resumed from this cache afterwards, by this call or a later one (review finding F2). A failed write sends no
     // release: the lease then expires.
-    writeLeaseCache(cachePath, { ...c, released: true }, this.ctx.cacheFs, this.ctx.cacheHost);
+    try {
+      writeLeaseCache(cachePath, { ...c, released: true }, this.ctx.cacheFs, this.ctx.cacheHost);
+    } catch (e) {
+      throw releaseMarkFailed(cachePath, c.workerId, e);
+    }
     try {
       const r = await this.transport.post<unknown>(
         path,
