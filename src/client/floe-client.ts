@@ -49,6 +49,15 @@ export interface FloeClientOptions {
    * be shared by every process of a boot: with any other clock, a cached lease is resumed on the wall clock alone.
    */
   monotonic?: MonotonicClock;
+  /**
+   * A testing and embedding seam: declares that the `monotonic` you supply is the machine's own clock (shared by every
+   * process of one boot, stopped while the machine is suspended, restarted at boot: what CLOCK_MONOTONIC is), so a
+   * cached monotonic deadline written with it is trusted on the same boot ID, as with the built-in one. Default: true
+   * for the built-in clock, false for a supplied one. Declaring a per-process clock (e.g. `performance.now`) system-wide
+   * lets a restarted process resume a cached lease past its deadline: only a simulator or a host binding of the real
+   * CLOCK_MONOTONIC should set it.
+   */
+  monotonicIsSystemWide?: boolean;
   /** Boot ID that makes cached monotonic deadlines comparable; default `/proc/sys/kernel/random/boot_id`. */
   bootId?: string;
   /**
@@ -181,6 +190,10 @@ export class FloeClient {
     }
     this.incarnation = incarnation;
     const mono = options.monotonic ?? hrtimeMonotonic;
+    const systemWide = options.monotonicIsSystemWide;
+    if (systemWide !== undefined && typeof systemWide !== 'boolean') {
+      throw new ClientOptionError('monotonicIsSystemWide', 'true or false', systemWide);
+    }
     const wall = options.clock ?? systemClock;
     this.sleep = options.sleep ?? ((ms) => new Promise((r) => setTimeout(r, ms)));
     this.random = options.random ?? Math.random;
@@ -203,7 +216,7 @@ export class FloeClient {
       transport: this.transport,
       wall,
       mono,
-      systemMonotonic: mono === hrtimeMonotonic,
+      systemMonotonic: systemWide ?? mono === hrtimeMonotonic,
       bootId: options.bootId ?? readBootId(),
       requestTimeoutMs,
       cacheFs: options.cacheFs ?? nodeCacheFs,
@@ -561,7 +574,8 @@ export class FloeClient {
 
   /**
    * A lease from the cache alone, if its safe deadline has not passed (else undefined). The cached monotonic
-   * deadline is trusted only when both processes used the built-in CLOCK_MONOTONIC on the same boot; the cached
+   * deadline is trusted only when both processes used the machine's clock (the built-in CLOCK_MONOTONIC, or one declared
+   * `monotonicIsSystemWide`) on the same boot; the cached
    * wall-clock deadline is always enforced too, and alone (less `cacheWallMarginMs`) otherwise.
    */
   private resume(

@@ -29,11 +29,14 @@ export interface LeaseCacheRecord {
   usedUpToMs: number;
   /**
    * Safe deadline on CLOCK_MONOTONIC (ms): comparable only on the machine boot `bootId`, and only when the writer used
-   * the built-in system-wide monotonic clock (`systemMonotonic`).
+   * the machine's monotonic clock (`systemMonotonic`).
    */
   deadlineMono: number;
   bootId: string | null;
-  /** True when `deadlineMono` was read from the built-in CLOCK_MONOTONIC (not a clock the user supplied). */
+  /**
+   * True when `deadlineMono` was read from the machine's monotonic clock: the built-in CLOCK_MONOTONIC, or a supplied
+   * clock declared `monotonicIsSystemWide`.
+   */
   systemMonotonic?: boolean;
   /**
    * The wall-clock deadline: wall time when the last acknowledged acquire/renewal was sent + TTL - margin. Always

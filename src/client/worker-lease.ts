@@ -50,7 +50,7 @@ export interface LeaseContext {
   transport: HttpTransport;
   wall: Clock;
   mono: MonotonicClock;
-  /** True when `mono` is the built-in CLOCK_MONOTONIC, shared by every process of a boot. */
+  /** True when `mono` is the machine's clock (built-in CLOCK_MONOTONIC or `monotonicIsSystemWide`), shared by a boot. */
   systemMonotonic: boolean;
   bootId: string | undefined;
   requestTimeoutMs: number;
