@@ -51,7 +51,11 @@ export interface CacheFs {
   mtimeMs(path: string): number;
   /** Sets the modification time to `wallMs`. */
   touch(path: string, wallMs: number): void;
-  /** fsync of a directory; a platform that cannot (Windows) ignores it. */
+  /**
+   * fsync of a directory. Throws if it fails (EIO above all): the names in it may then not survive a power loss, and
+   * the caller must not act as if they would (e.g. send a release after a tombstone that may vanish, finding F3).
+   * Only Windows, which has no directory fsync, lets it pass (`syncDirectory`).
+   */
   syncDir(dir: string): void;
 }
 
@@ -122,18 +126,45 @@ export const nodeCacheFs: CacheFs = {
     const t = new Date(wallMs);
     utimesSync(path, t, t);
   },
-  syncDir(dir) {
-    let fd: number | undefined;
-    try {
-      fd = openSync(dir, 'r');
-      fsyncSync(fd);
-    } catch {
-      // e.g. Windows cannot open a directory
-    } finally {
-      if (fd !== undefined) closeSync(fd);
-    }
-  },
+  syncDir: (dir) => syncDirectory(dir),
 };
+
+/** The system calls `syncDirectory` makes (a test fails one of them). */
+export interface DirSyncCalls {
+  platform: NodeJS.Platform;
+  open(dir: string): number;
+  fsync(fd: number): void;
+  close(fd: number): void;
+}
+
+const nodeDirSyncCalls: DirSyncCalls = {
+  platform: process.platform,
+  open: (dir) => openSync(dir, 'r'),
+  fsync: (fd) => fsyncSync(fd),
+  close: (fd) => closeSync(fd),
+};
+
+/**
+ * fsyncs a directory, so that the names created, renamed or removed in it survive a power loss. Every failure is
+ * thrown, except on Windows, which has no directory fsync: there Node opens the directory (libuv asks for backup
+ * semantics) and `FlushFileBuffers` on that read-only handle fails with EPERM (older versions failed the open with
+ * EISDIR or EACCES); those three codes, and only on win32, are ignored. Before review finding F3 every error was
+ * ignored, EIO from the fsync included: a release tombstone could be lost in a power cut after the release was sent.
+ */
+export function syncDirectory(dir: string, calls: DirSyncCalls = nodeDirSyncCalls): void {
+  let fd: number | undefined;
+  try {
+    fd = calls.open(dir);
+    calls.fsync(fd);
+  } catch (err) {
+    if (!(calls.platform === 'win32' && windowsNoDirSync.has((err as { code?: unknown } | null)?.code)))
+      throw err;
+  } finally {
+    if (fd !== undefined) calls.close(fd);
+  }
+}
+
+const windowsNoDirSync = new Set<unknown>(['EPERM', 'EACCES', 'EISDIR']);
 
 const exitHooks = new Set<() => void>();
 let exitHookInstalled = false;

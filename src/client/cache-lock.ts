@@ -167,7 +167,13 @@ function tryTake(
     for (let attempt = 0; attempt < 8; attempt++) {
       try {
         fs.link(tmp, path);
-        fs.syncDir(dirname(path));
+        try {
+          fs.syncDir(dirname(path));
+        } catch (err) {
+          // Not ours after all (review finding F3): a lock left behind would name this live process for its lifetime.
+          fs.remove(path);
+          throw err;
+        }
         return new CacheLock(path, me, tookOverFrom, env);
       } catch (err) {
         if (code(err) !== 'EEXIST') throw err;

@@ -1,8 +1,9 @@
-import { existsSync, linkSync, mkdtempSync, readFileSync, symlinkSync } from 'node:fs';
+import { existsSync, linkSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { decode } from '../id/index.js';
+import { nodeCacheHost } from './cache-fs.js';
 import {
   CacheLockedError,
   FloeRequestError,
@@ -10,7 +11,7 @@ import {
   LeaseLostError,
   LeaseRenewalLateError,
 } from './errors.js';
-import { FloeClient } from './floe-client.js';
+import { FloeClient, type FloeClientOptions } from './floe-client.js';
 import type { LeaseCacheRecord } from './lease-cache.js';
 import { FakeCluster, FakeTime, leaveDeadLock, settle } from './test-doubles.js';
 import type { WorkerLease } from './worker-lease.js';
@@ -433,6 +434,49 @@ describe('WorkerLease: on-disk cache', () => {
     expect(r.token).toBe(l.token);
     expect(r.deadlineMono).toBe(rec.deadlineMono);
     expect(r.deadlineWallMs).toBe(rec.deadlineWallMs);
+  });
+
+  it('a supplied clock declared monotonicIsSystemWide is trusted as the built-in one: same boot, cached deadlines', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'floe-client-'));
+    const cachePath = join(dir, 'lease.json');
+    const s = setup();
+    const machine = (bootId: string, more: Partial<FloeClientOptions> = {}) =>
+      new FloeClient({
+        endpoints: s.cluster.hosts,
+        fetch: s.cluster.fetch,
+        clock: s.time.wall,
+        monotonic: s.time.mono, // one clock for every process of the "machine"
+        monotonicIsSystemWide: true,
+        setTimer: s.time.setTimer,
+        sleep: s.time.sleep,
+        bootId,
+        incarnation: `machine-${bootId}-${Math.random()}`,
+        // Each a process of its own (its requestId claims), on this test's PID (the lock is left dead between them).
+        cacheHost: { ...nodeCacheHost, requestIds: new Set(), unansweredAcquires: new Map() },
+        ...more,
+      });
+    const l = await lease({ ...s, client: machine('boot-1') }, { cachePath });
+    const rec = JSON.parse(readFileSync(cachePath, 'utf8')) as LeaseCacheRecord;
+    expect(rec.systemMonotonic).toBe(true);
+    s.cluster.leader = undefined;
+    leaveDeadLock(cachePath);
+    const r = await lease({ ...s, client: machine('boot-1') }, { cachePath, acquireTimeoutMs: 300 });
+    expect(r.resumedFromCache).toBe(true);
+    expect(r.token).toBe(l.token);
+    expect(r.deadlineMono).toBe(rec.deadlineMono);
+    expect(r.deadlineWallMs).toBe(rec.deadlineWallMs); // no cacheWallMarginMs: the monotonic deadline is trusted
+    // Another boot, or a process that does not declare its clock the machine's: the wall deadline less the margin.
+    for (const client of [machine('boot-2'), machine('boot-1', { monotonicIsSystemWide: false })]) {
+      writeFileSync(cachePath, `${JSON.stringify(rec)}\n`);
+      leaveDeadLock(cachePath);
+      const w = await lease({ ...s, client }, { cachePath, acquireTimeoutMs: 300 });
+      expect(w.resumedFromCache).toBe(true);
+      expect(w.deadlineWallMs).toBe(rec.deadlineWallMs - TTL / 10);
+    }
+    expect(
+      () =>
+        new FloeClient({ endpoints: s.cluster.hosts, monotonicIsSystemWide: 'yes' as unknown as boolean }),
+    ).toThrow(/monotonicIsSystemWide/);
   });
 
   it('after a reboot (other boot ID) trusts the cached wall-clock deadline only with an extra margin', async () => {

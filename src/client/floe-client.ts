@@ -16,7 +16,7 @@ import { CacheLock } from './cache-lock.js';
 import { hrtimeMonotonic, type MonotonicClock, readBootId } from './clocks.js';
 import { ClientOptionError, FloeRequestError, FloeUnavailableError, ReplyMismatchError } from './errors.js';
 import { type FetchLike, HttpTransport } from './http-transport.js';
-import { type LeaseCacheRecord, readLeaseCache, writeLeaseCache } from './lease-cache.js';
+import { type LeaseCacheRecord, readLeaseCache, releaseMarkFailed, writeLeaseCache } from './lease-cache.js';
 import { ClientMetrics } from './metrics.js';
 import { FloeSequence, type SequenceOptions } from './sequence.js';
 import {
@@ -49,6 +49,15 @@ export interface FloeClientOptions {
    * be shared by every process of a boot: with any other clock, a cached lease is resumed on the wall clock alone.
    */
   monotonic?: MonotonicClock;
+  /**
+   * A testing and embedding seam: declares that the `monotonic` you supply is the machine's own clock (shared by every
+   * process of one boot, stopped while the machine is suspended, restarted at boot: what CLOCK_MONOTONIC is), so a
+   * cached monotonic deadline written with it is trusted on the same boot ID, as with the built-in one. Default: true
+   * for the built-in clock, false for a supplied one. Declaring a per-process clock (e.g. `performance.now`) system-wide
+   * lets a restarted process resume a cached lease past its deadline: only a simulator or a host binding of the real
+   * CLOCK_MONOTONIC should set it.
+   */
+  monotonicIsSystemWide?: boolean;
   /** Boot ID that makes cached monotonic deadlines comparable; default `/proc/sys/kernel/random/boot_id`. */
   bootId?: string;
   /**
@@ -181,6 +190,10 @@ export class FloeClient {
     }
     this.incarnation = incarnation;
     const mono = options.monotonic ?? hrtimeMonotonic;
+    const systemWide = options.monotonicIsSystemWide;
+    if (systemWide !== undefined && typeof systemWide !== 'boolean') {
+      throw new ClientOptionError('monotonicIsSystemWide', 'true or false', systemWide);
+    }
     const wall = options.clock ?? systemClock;
     this.sleep = options.sleep ?? ((ms) => new Promise((r) => setTimeout(r, ms)));
     this.random = options.random ?? Math.random;
@@ -203,7 +216,7 @@ export class FloeClient {
       transport: this.transport,
       wall,
       mono,
-      systemMonotonic: mono === hrtimeMonotonic,
+      systemMonotonic: systemWide ?? mono === hrtimeMonotonic,
       bootId: options.bootId ?? readBootId(),
       requestTimeoutMs,
       cacheFs: options.cacheFs ?? nodeCacheFs,
@@ -542,7 +555,11 @@ export class FloeClient {
     // Durably before the release is sent: it may take effect with its answer lost, and the lease must never be
     // resumed from this cache afterwards, by this call or a later one (review finding F2). A failed write sends no
     // release: the lease then expires.
-    writeLeaseCache(cachePath, { ...c, released: true }, this.ctx.cacheFs, this.ctx.cacheHost);
+    try {
+      writeLeaseCache(cachePath, { ...c, released: true }, this.ctx.cacheFs, this.ctx.cacheHost);
+    } catch (e) {
+      throw releaseMarkFailed(cachePath, c.workerId, e);
+    }
     try {
       const r = await this.transport.post<unknown>(
         path,
@@ -557,7 +574,8 @@ export class FloeClient {
 
   /**
    * A lease from the cache alone, if its safe deadline has not passed (else undefined). The cached monotonic
-   * deadline is trusted only when both processes used the built-in CLOCK_MONOTONIC on the same boot; the cached
+   * deadline is trusted only when both processes used the machine's clock (the built-in CLOCK_MONOTONIC, or one declared
+   * `monotonicIsSystemWide`) on the same boot; the cached
    * wall-clock deadline is always enforced too, and alone (less `cacheWallMarginMs`) otherwise.
    */
   private resume(

@@ -1,6 +1,7 @@
 import { dirname } from 'node:path';
 import { bugOn } from '../testing/bug-switches.js';
 import { type CacheFs, type CacheHost, nodeCacheFs, nodeCacheHost } from './cache-fs.js';
+import { FloeClientError } from './errors.js';
 
 /**
  * What a lease leaves on disk (`cachePath`) so that a restarted instance can ask for the same lease back, or, while
@@ -28,11 +29,14 @@ export interface LeaseCacheRecord {
   usedUpToMs: number;
   /**
    * Safe deadline on CLOCK_MONOTONIC (ms): comparable only on the machine boot `bootId`, and only when the writer used
-   * the built-in system-wide monotonic clock (`systemMonotonic`).
+   * the machine's monotonic clock (`systemMonotonic`).
    */
   deadlineMono: number;
   bootId: string | null;
-  /** True when `deadlineMono` was read from the built-in CLOCK_MONOTONIC (not a clock the user supplied). */
+  /**
+   * True when `deadlineMono` was read from the machine's monotonic clock: the built-in CLOCK_MONOTONIC, or a supplied
+   * clock declared `monotonicIsSystemWide`.
+   */
   systemMonotonic?: boolean;
   /**
    * The wall-clock deadline: wall time when the last acknowledged acquire/renewal was sent + TTL - margin. Always
@@ -118,4 +122,19 @@ export function readLeaseCache(
 export function removeLeaseCache(path: string, fs: CacheFs = nodeCacheFs): void {
   fs.remove(path);
   fs.syncDir(dirname(path));
+}
+
+/**
+ * The error of a release that was not sent because its tombstone (`released: true`) could not be made durable: were
+ * it sent, the worker ID could go to another holder while a power loss brings the resumable record back (review
+ * finding F3). The lease is left to expire; `cause` is the file system's error.
+ */
+export function releaseMarkFailed(path: string, workerId: number, err: unknown): FloeClientError {
+  const why = err instanceof Error ? err.message : String(err);
+  return new FloeClientError(
+    'ERR_CACHE_WRITE',
+    `the release of worker ID ${workerId} was not sent: its mark in the lease cache ${path} could not be made ` +
+      `durable (${why}). The lease expires at most one TTL after its last renewal; check the disk`,
+    { cause: err },
+  );
 }

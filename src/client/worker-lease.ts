@@ -23,7 +23,12 @@ import {
   ReplyMismatchError,
 } from './errors.js';
 import type { HttpTransport } from './http-transport.js';
-import { type LeaseCacheRecord, removeLeaseCache, writeLeaseCache } from './lease-cache.js';
+import {
+  type LeaseCacheRecord,
+  releaseMarkFailed,
+  removeLeaseCache,
+  writeLeaseCache,
+} from './lease-cache.js';
 import { LeaseSnowflake } from './lease-snowflake.js';
 
 /** The acquire reply's fields the SDK uses. */
@@ -45,7 +50,7 @@ export interface LeaseContext {
   transport: HttpTransport;
   wall: Clock;
   mono: MonotonicClock;
-  /** True when `mono` is the built-in CLOCK_MONOTONIC, shared by every process of a boot. */
+  /** True when `mono` is the machine's clock (built-in CLOCK_MONOTONIC or `monotonicIsSystemWide`), shared by a boot. */
   systemMonotonic: boolean;
   bootId: string | undefined;
   requestTimeoutMs: number;
@@ -323,7 +328,8 @@ export class WorkerLease extends EventEmitter {
   /**
    * Stops the generator of this lease, then releases the worker ID, reporting the highest timestamp used (the next
    * holder starts above it). Safe to call more than once. Rejects only if the cluster stayed unreachable (the lease
-   * then simply expires) or its reply did not match (`ReplyMismatchError`).
+   * then simply expires), its reply did not match (`ReplyMismatchError`), or, with a cache, the release's mark could
+   * not be made durable (`FloeClientError` `ERR_CACHE_WRITE`: nothing was sent, the lease expires).
    */
   release(): Promise<ReleasedEvent> {
     if (this.releasing) return this.releasing;
@@ -343,7 +349,12 @@ export class WorkerLease extends EventEmitter {
         // A lease lost at its deadline let its lock go (its record was marked then): the cache may be another
         // lease's now, so it is left alone (review of 47f2aac, hole B).
         if (this.tuning.cachePath !== undefined && this.tuning.lock?.mayWrite !== false) {
-          this.writeCache(this.usedUpToMs, 0, 0, true); // deadlines in the past, and marked released
+          // Not durable (a failed write or directory fsync): no release is sent, the lease expires (finding F3).
+          try {
+            this.writeCache(this.usedUpToMs, 0, 0, true); // deadlines in the past, and marked released
+          } catch (e) {
+            throw releaseMarkFailed(this.tuning.cachePath, this.workerId, e);
+          }
         }
         let r: { body: unknown };
         try {

@@ -487,6 +487,12 @@ export interface SimConfig {
    * PID. Absent: the drawn tuning.
    */
   productionDefaults?: { containerHosts: number };
+  /**
+   * The SDK clients (lease hosts without a per-process clock, and the nodes' own Snowflake clients) read their
+   * machine's CLOCK_MONOTONIC of the current boot, declared system-wide (`monotonicIsSystemWide`), as the SDK's
+   * built-in clock is; a node's power loss reboots its machine. Stream `config-late7-sysmono` (`drawMachineMonotonic`).
+   */
+  machineMonotonic?: boolean;
 }
 
 export interface ConfigOverrides {
@@ -514,6 +520,8 @@ export interface ConfigOverrides {
   respHostile?: boolean;
   /** Production defaults (drawProductionDefaults): in every seed, in none, or drawn (default: about 1 in 6). */
   defaults?: 'on' | 'off' | 'drawn';
+  /** Force the machine's system-wide monotonic clock on (true) or off (false); absent: drawn. */
+  machineMonotonic?: boolean;
 }
 
 export const COARSE_LAYOUT: Layout = defineLayout({
@@ -757,7 +765,9 @@ export function drawConfig(seed: number, profileName: string, o: ConfigOverrides
   // (more reads on followers, whose ReadIndex answers a stall can hold).
   if (frameValues || p.name === 'stalls') cfg.kvThinkMs = [5, 60];
   drawHostile(seed, p.name, o, cfg);
-  return drawProductionDefaults(seed, o, p.coarseLeases ? drawCoarse(seed, p, cfg) : cfg);
+  const out = drawProductionDefaults(seed, o, p.coarseLeases ? drawCoarse(seed, p, cfg) : cfg);
+  if (o.machineMonotonic ?? drawMachineMonotonic(seed)) out.machineMonotonic = true;
+  return out;
 }
 
 /**
@@ -814,6 +824,15 @@ function drawProductionDefaults(seed: number, o: ConfigOverrides, cfg: SimConfig
     },
     productionDefaults: { containerHosts: Math.min(containerHosts, cfg.leaseClients) },
   };
+}
+
+/**
+ * The SDK on its machine's CLOCK_MONOTONIC, declared system-wide (`SimConfig.machineMonotonic`): what users run by
+ * default, and what the node's own Snowflake client runs. In half the seeds of every profile, from a stream of its own
+ * (`config-late7-sysmono`): a seed that does not draw it keeps its configuration, its run and its trace hash.
+ */
+export function drawMachineMonotonic(seed: number): boolean {
+  return new Prng(seed).fork('config-late7-sysmono').chance(1 / 2);
 }
 
 /**

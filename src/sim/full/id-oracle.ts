@@ -27,6 +27,11 @@ interface Holder {
   machine: Machine | undefined;
   /** Resumed from a lease cache (not granted to this process), when, and when the cluster granted its token. */
   resumed: boolean;
+  /**
+   * Resumed on its cached monotonic deadline (the SDK's trusted branch: the machine's clock, declared system-wide, on
+   * the boot that wrote the record) as well as the cached wall deadline, which it then keeps without a margin.
+   */
+  resumedOnMono: boolean;
   gotAtUs: number;
   grantedAtUs: number;
   worker: string;
@@ -70,7 +75,7 @@ export class IdOracle {
   private exemptOverlaps = 0;
   private readonly leasedAt = new Map<
     string,
-    { atUs: number; machine: Machine; resumed: boolean; gotAtUs: number }
+    { atUs: number; machine: Machine; resumed: boolean; resumedOnMono: boolean; gotAtUs: number }
   >();
   /** Global µs at which each worker's token was granted ("app/worker/token"). */
   private readonly grantedAt = new Map<string, number>();
@@ -103,9 +108,25 @@ export class IdOracle {
     }
   }
 
-  /** `holderName` (a process incarnation, on `machine`) got lease `token` at global time `atUs` (or resumed it). */
-  leased(holderName: string, token: number, machine: Machine, atUs: number, resumed = false): void {
-    this.leasedAt.set(`${holderName}/${token}`, { atUs, machine, resumed, gotAtUs: this.world.sched.nowUs });
+  /**
+   * `holderName` (a process incarnation, on `machine`) got lease `token` at global time `atUs` (or resumed it;
+   * `resumedOnMono`: on the cached monotonic deadline, see `Holder.resumedOnMono`).
+   */
+  leased(
+    holderName: string,
+    token: number,
+    machine: Machine,
+    atUs: number,
+    resumed = false,
+    resumedOnMono = false,
+  ): void {
+    this.leasedAt.set(`${holderName}/${token}`, {
+      atUs,
+      machine,
+      resumed,
+      resumedOnMono: resumed && resumedOnMono,
+      gotAtUs: this.world.sched.nowUs,
+    });
     // A lease taken from a reply is the grant committed for one of the holder's own acquires (a swapped reply the
     // client took for its own is caught here, before any ID is issued under it).
     const wrong = resumed ? undefined : this.ledger?.accepted(holderName, token);
@@ -186,6 +207,7 @@ export class IdOracle {
         leasedAtUs: l?.atUs ?? atUs,
         machine: l?.machine,
         resumed: l?.resumed ?? false,
+        resumedOnMono: l?.resumedOnMono ?? false,
         gotAtUs: l?.gotAtUs ?? atUs,
         grantedAtUs: this.grantedAt.get(k.floorKey) ?? 0,
         worker: w,
@@ -275,10 +297,15 @@ export class IdOracle {
     // A process that resumed the lease from a cache derived its deadlines from its predecessor's wall-clock deadline:
     // a backward wall step between the grant and the resume lets it run that much past it (docs/client.md, "Clocks":
     // P1 broken for at most the step). A step after the resume is caught by its monotonic deadline: no excuse.
-    const steppedBackUs = older.resumed
-      ? (older.machine?.wallBackUsBetween(older.grantedAtUs, older.gotAtUs) ?? 0)
-      : 0;
-    const hiddenUs = Math.max(older.machine?.suspendHiddenUsSince(older.leasedAtUs) ?? 0, steppedBackUs);
+    // One resumed on its cached monotonic deadline is held to it whatever the wall clock did (no excuse for a step),
+    // but that deadline, on a clock that stops in a suspend, dates from its predecessor's last renewal: a suspend since
+    // the grant that a backward step hid from the cached wall deadline is what may excuse it (docs/client.md, "Clocks").
+    const steppedBackUs =
+      older.resumed && !older.resumedOnMono
+        ? (older.machine?.wallBackUsBetween(older.grantedAtUs, older.gotAtUs) ?? 0)
+        : 0;
+    const hiddenSinceUs = older.resumedOnMono ? older.grantedAtUs : older.leasedAtUs;
+    const hiddenUs = Math.max(older.machine?.suspendHiddenUsSince(hiddenSinceUs) ?? 0, steppedBackUs);
     if (!(hiddenUs > 0 && 1.1 * hiddenUs >= overlapUs)) return false;
     const hidden = older;
     const pair = `${g.key}|${h.key}`;

@@ -32,6 +32,12 @@ export interface LeaseClientSettings {
   cache: boolean;
   /** Each process gives the SDK a monotonic clock of its own (starting near 0, like `performance.now()`). */
   processMonotonic?: boolean;
+  /**
+   * Unless `processMonotonic`: the SDK gets the machine's CLOCK_MONOTONIC of the current boot (`SimProcess.bootMonoMs`)
+   * declared `monotonicIsSystemWide`, as the built-in clock is, so a restarted process on the same boot resumes a cached
+   * lease on its cached monotonic deadline (FloeClient.resume's trusted branch). Else the machine's clock undeclared.
+   */
+  machineMonotonic?: boolean;
   /** The SDK's `acquireTimeoutMs` (undefined: its default). */
   acquireTimeoutMs?: number;
   /**
@@ -154,7 +160,7 @@ export class LeaseClientHost {
     for (const p of this.live) p.kill();
     const rng = this.world.rng(`power-${this.name}-${this.machine.boots}`);
     this.disk = this.disk.crash({ kind: 'power', random: (n) => rng.int(n) });
-    this.machine.boots++;
+    this.machine.reboot();
     this.world.trace(`${this.name} power loss (boot ${this.machine.boots} next)`);
   }
 
@@ -191,7 +197,9 @@ export class LeaseClientHost {
         now: () => Math.floor(wall()),
         waitUntil: (ms: number) => proc.busyWaitUntilWall(ms - wall() + proc.wallMs()),
       },
-      monotonic: () => proc.monoMs() - monoOrigin,
+      ...(s.machineMonotonic && !s.processMonotonic
+        ? { monotonic: () => proc.bootMonoMs(), monotonicIsSystemWide: true }
+        : { monotonic: () => proc.monoMs() - monoOrigin }),
       bootId: this.machine.bootId,
       cacheFs: memoryCacheFs(() => this.disk),
       cacheHost: simCacheHost(
@@ -218,6 +226,9 @@ export class LeaseClientHost {
       // The SDK's deadline counts from when the acquire was sent: a suspend (and a backward wall
       // step) between the send and the answer is inside the lease, for the P1 exemption too.
       const askedAtUs = proc.effectiveUs;
+      // Which boot wrote the cache (a resume on the same boot, on the machine's clock, takes the SDK's trusted branch).
+      const cachedBoot =
+        s.cache && s.machineMonotonic && !s.processMonotonic ? this.cachedBootId() : undefined;
       try {
         lease = await client.leaseWorker({
           app: s.app,
@@ -244,9 +255,10 @@ export class LeaseClientHost {
             `${s.ttlMs} ms and ${s.layout.name} the harness assumes`,
         );
       this.current = { proc, lease };
-      this.oracle.leased(proc.name, lease.token, this.machine, askedAtUs, lease.resumedFromCache);
+      const onMono = lease.resumedFromCache && cachedBoot !== undefined && cachedBoot === this.machine.bootId;
+      this.oracle.leased(proc.name, lease.token, this.machine, askedAtUs, lease.resumedFromCache, onMono);
       w.trace(
-        `${proc.name} ${lease.resumedFromCache ? 'resumed from cache' : 'leased'} worker ${lease.workerId} token ${lease.token} (floor ${lease.floorMs})`,
+        `${proc.name} ${lease.resumedFromCache ? 'resumed from cache' : 'leased'} worker ${lease.workerId} token ${lease.token} (floor ${lease.floorMs})${onMono ? ', on the cached monotonic deadline' : ''}`,
       );
       if (lease.resumedFromCache) this.onResumed?.(proc);
       lease.on('lost', (e: Error) => {
@@ -269,6 +281,19 @@ export class LeaseClientHost {
         continue;
       }
       await this.generate(proc, rng, lease, gens);
+    }
+  }
+
+  /** The boot ID in this host's lease cache record written on the machine's clock, if any (read, nothing drawn). */
+  private cachedBootId(): string | undefined {
+    try {
+      const r = JSON.parse(this.disk.readFileNow(CLIENT_CACHE_PATH).toString('utf8')) as {
+        bootId?: unknown;
+        systemMonotonic?: unknown;
+      };
+      return r.systemMonotonic === true && typeof r.bootId === 'string' ? r.bootId : undefined;
+    } catch {
+      return undefined;
     }
   }
 

@@ -56,6 +56,12 @@ export interface NodeSettings {
    * request timeout, the remote allocation timeout); the values above are `floe serve`'s DEFAULTS.
    */
   production?: boolean;
+  /**
+   * The node's own Snowflake client gets the machine's CLOCK_MONOTONIC of the current boot declared
+   * `monotonicIsSystemWide` (the built-in clock production uses), and a power loss reboots the machine (a new boot ID,
+   * the monotonic clock from 0 again). Absent: the machine's clock undeclared, and the boot ID survives a power loss.
+   */
+  machineMonotonic?: boolean;
 }
 
 export type NodeState = 'down' | 'booting' | 'up' | 'halted' | 'failed';
@@ -400,7 +406,9 @@ export class NodeHost {
         now: () => Math.floor(proc.wallMs()),
         waitUntil: (ms: number) => proc.busyWaitUntilWall(ms),
       },
-      monotonic: () => proc.monoMs(),
+      ...(this.settings.machineMonotonic
+        ? { monotonic: () => proc.bootMonoMs(), monotonicIsSystemWide: true }
+        : { monotonic: () => proc.monoMs() }),
       bootId: this.machine.bootId,
       cacheFs: memoryCacheFs(() => this.disk),
       cacheHost: simCacheHost(w, proc, w.rng(`sf-cache-${proc.name}`)),
@@ -489,6 +497,7 @@ export class NodeHost {
       p.kill();
     }
     this.world.trace(`n${this.id} crash (${kind})`);
+    if (kind === 'power' && this.settings.machineMonotonic) this.machine.reboot();
     if (this.settings.storage === 'durable') {
       // No zero-filled tails: the failure model assumes a file system that orders data before size
       // updates (ext4 data=ordered, XFS); see docs/storage.md, "Failure model".

@@ -107,6 +107,22 @@ export class Machine {
   readonly processes: SimProcess[] = [];
   /** Boots so far (a power loss reboots the machine: a new boot ID). */
   boots = 1;
+  /** The monotonic clock's reading when this boot began (0 for the first: the clock's start is its uptime then). */
+  private bootMonoBaseMs = 0;
+
+  /** The machine boots again (after a power loss): a new boot ID, and CLOCK_MONOTONIC starts again from 0. */
+  reboot(): void {
+    this.boots++;
+    this.bootMonoBaseMs = this.clock.monoAt(this.clock.nowUs);
+  }
+
+  /**
+   * CLOCK_MONOTONIC of the current boot at global time `gUs`: one clock for every process of the boot, stopped while
+   * the machine is suspended, from 0 again after a reboot (what the SDK's built-in clock reads on a real machine).
+   */
+  bootMonoAt(gUs: number): number {
+    return this.clock.monoAt(gUs) - this.bootMonoBaseMs;
+  }
 
   get bootId(): string {
     return `${this.name}-boot${this.boots}`;
@@ -232,6 +248,11 @@ export class SimProcess {
 
   monoMs(): number {
     return this.machine.clock.monoAt(this.effectiveUs);
+  }
+
+  /** The machine's CLOCK_MONOTONIC of this boot (`Machine.bootMonoAt`); `monoMs` does not restart at a reboot. */
+  bootMonoMs(): number {
+    return this.machine.bootMonoAt(this.effectiveUs);
   }
 
   wallMs(): number {

@@ -276,6 +276,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
   const cfg = drawConfig(o.seed, o.profile ?? 'swarm', o);
   cfg.node.sequences = cfg.seq.clients > 0;
   if (cfg.snowflake.clients > 0) cfg.node.snowflakes = { cache: cfg.snowflake.cache };
+  if (cfg.machineMonotonic) cfg.node.machineMonotonic = true;
   const trace = new Trace(o.traceTail ?? 80, o.verbose);
   const w = new RunWorld(o.seed, trace, o.bugs ?? [], o.verbose);
   const sched = w.sched;
@@ -497,6 +498,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
           processMonotonic: cfg.lease.processMonotonic,
           ...(cfg.lease.sdkDefaults ? { sdkDefaults: true } : {}),
           ...(i < (cfg.productionDefaults?.containerHosts ?? 0) ? { ownPidNamespaces: true } : {}),
+          ...(cfg.machineMonotonic ? { machineMonotonic: true } : {}),
           ...(cfg.lease.safetyMarginMs === undefined ? {} : { safetyMarginMs: cfg.lease.safetyMarginMs }),
         },
         router,
