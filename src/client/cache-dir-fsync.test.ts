@@ -16,6 +16,8 @@ import type { WorkerLease } from './worker-lease.js';
 
 const disk = vi.hoisted(() => ({
   failDirFsync: false,
+  /** Runs just before a directory fsync fails (another process acting in between). */
+  beforeFail: undefined as (() => void) | undefined,
   /** Directory fsyncs that failed / succeeded since the last look (the durable-names model reads them). */
   failed: 0,
   succeeded: 0,
@@ -26,6 +28,7 @@ vi.mock('node:fs', async (importOriginal) => {
   const fsyncSync = (fd: number): void => {
     const dir = real.fstatSync(fd).isDirectory();
     if (dir && disk.failDirFsync) {
+      disk.beforeFail?.();
       disk.failed++;
       throw Object.assign(new Error('EIO: i/o error, fsync'), { code: 'EIO', syscall: 'fsync', errno: -5 });
     }
@@ -156,6 +159,32 @@ describe('a failed directory fsync of the lease cache (review finding F3)', () =
     const l = await run(s.time, c.leaseWorker(o));
     expect(l.valid).toBe(true);
     await run(s.time, l.release());
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('the lock’s directory fsync fails after another process took the path over: its lock is left alone', async () => {
+    // Review of F3: the cleanup removed the lock path whoever it named by then (a taker that moved ours aside and
+    // linked its own), so a third process could share the cache with it.
+    const s = setup();
+    const dir = mkdtempSync(join(tmpdir(), 'floe-dir-fsync-'));
+    const cachePath = join(dir, 'lease.json');
+    const lockPath = `${cachePath}.lock`;
+    const other = `${JSON.stringify({ pid: 1, nonce: 'another-process', host: 'h', bootId: 'boot-1', pidNs: null, startTicks: null, ttlMs: TTL })}\n`;
+    const c = s.mk({ incarnation: 'L2' });
+    disk.failDirFsync = true;
+    disk.beforeFail = () => writeFileSync(lockPath, other);
+    try {
+      await expect(
+        run(
+          s.time,
+          c.leaseWorker({ app: 'orders', nodeId: 'n1', ttlMs: TTL, cachePath, cacheLockWaitMs: 100 }),
+        ),
+      ).rejects.toMatchObject({ code: 'EIO' });
+    } finally {
+      disk.failDirFsync = false;
+      disk.beforeFail = undefined;
+    }
+    expect(readFileSync(lockPath, 'utf8')).toBe(other);
     rmSync(dir, { recursive: true, force: true });
   });
 });

@@ -170,8 +170,9 @@ function tryTake(
         try {
           fs.syncDir(dirname(path));
         } catch (err) {
-          // Not ours after all (review finding F3): a lock left behind would name this live process for its lifetime.
-          fs.remove(path);
+          // Not durable (review finding F3): a lock left behind would name this live process for its lifetime. Only
+          // while it is still ours: another process may have taken the path over since (its lock is not ours to remove).
+          if (readRecord(env, path)?.nonce === me.nonce) fs.remove(path);
           throw err;
         }
         return new CacheLock(path, me, tookOverFrom, env);

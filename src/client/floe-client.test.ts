@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { decode } from '../id/index.js';
 import { nodeCacheHost } from './cache-fs.js';
+import { hrtimeMonotonic, readBootId } from './clocks.js';
 import {
   CacheLockedError,
   FloeRequestError,
@@ -477,6 +478,18 @@ describe('WorkerLease: on-disk cache', () => {
       () =>
         new FloeClient({ endpoints: s.cluster.hosts, monotonicIsSystemWide: 'yes' as unknown as boolean }),
     ).toThrow(/monotonicIsSystemWide/);
+    // A supplied clock declared the machine's needs the boot its readings belong to, and on this machine's own boot
+    // must read as CLOCK_MONOTONIC does: a per-process clock declared system-wide is refused (review of F1).
+    const declared = (more: Partial<FloeClientOptions>) => () =>
+      new FloeClient({ endpoints: s.cluster.hosts, monotonicIsSystemWide: true, ...more });
+    expect(declared({ monotonic: s.time.mono })).toThrow(/monotonicIsSystemWide.*bootId/);
+    const thisBoot = readBootId();
+    if (thisBoot !== undefined) {
+      expect(declared({ monotonic: () => hrtimeMonotonic() - 5000, bootId: thisBoot })).toThrow(
+        /CLOCK_MONOTONIC.*ms away/,
+      );
+      expect(declared({ monotonic: () => hrtimeMonotonic(), bootId: thisBoot })).not.toThrow();
+    }
   });
 
   it('after a reboot (other boot ID) trusts the cached wall-clock deadline only with an extra margin', async () => {

@@ -194,6 +194,7 @@ export class FloeClient {
     if (systemWide !== undefined && typeof systemWide !== 'boolean') {
       throw new ClientOptionError('monotonicIsSystemWide', 'true or false', systemWide);
     }
+    if (systemWide === true && mono !== hrtimeMonotonic) checkSystemWideClock(mono, options.bootId);
     const wall = options.clock ?? systemClock;
     this.sleep = options.sleep ?? ((ms) => new Promise((r) => setTimeout(r, ms)));
     this.random = options.random ?? Math.random;
@@ -669,4 +670,29 @@ function inRange(field: string, v: number, min: number, max: number): number {
     throw new ClientOptionError(field, `a number in [${min}, ${max}]`, v);
   }
   return v;
+}
+
+/**
+ * A supplied clock declared the machine's (`monotonicIsSystemWide`) makes cached deadlines trusted across processes,
+ * so a wrong declaration lets a resumed lease outlive its grant. It needs an explicit `bootId` (the boot its readings
+ * belong to); on this machine's own boot it must read as CLOCK_MONOTONIC does (within a second), which refuses
+ * `performance.now`, `Date.now` and CLOCK_BOOTTIME.
+ */
+function checkSystemWideClock(mono: MonotonicClock, bootId: string | undefined): void {
+  if (bootId === undefined) {
+    throw new ClientOptionError(
+      'monotonicIsSystemWide',
+      'a supplied monotonic clock declared system-wide together with the bootId its readings belong to',
+      true,
+    );
+  }
+  if (bootId !== readBootId()) return;
+  const gapMs = Math.abs(mono() - hrtimeMonotonic());
+  if (gapMs > 1000) {
+    throw new ClientOptionError(
+      'monotonicIsSystemWide',
+      `a clock that reads as this machine's CLOCK_MONOTONIC (process.hrtime); the supplied one is ${Math.round(gapMs)} ms away from it`,
+      true,
+    );
+  }
 }
