@@ -18,7 +18,7 @@ import { type CacheFs, nodeCacheFs } from './cache-fs.js';
 import { ClientOptionError } from './errors.js';
 import { FloeClient, type FloeClientOptions, type LeaseWorkerOptions } from './floe-client.js';
 import type { FetchLike } from './http-transport.js';
-import { FakeCluster, FakeTime, leaveDeadLock } from './test-doubles.js';
+import { FakeCluster, FakeTime, fakeClientOptions, leaveDeadLock } from './test-doubles.js';
 import type { WorkerLease } from './worker-lease.js';
 
 const WALL0 = Date.UTC(2026, 5, 1);
@@ -28,17 +28,7 @@ function setup() {
   const cluster = new FakeCluster(['10.0.0.1:7380']);
   const time = new FakeTime(WALL0);
   const mk = (more: Partial<FloeClientOptions> = {}) =>
-    new FloeClient({
-      endpoints: cluster.hosts,
-      fetch: cluster.fetch,
-      clock: time.wall,
-      monotonic: time.mono,
-      setTimer: time.setTimer,
-      sleep: time.sleep,
-      random: () => 0.5,
-      bootId: 'boot-1',
-      ...more,
-    });
+    new FloeClient(fakeClientOptions(cluster, time, more));
   return { cluster, time, mk };
 }
 

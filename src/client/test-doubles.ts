@@ -2,6 +2,7 @@
 import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { lockPathOf, lockRecordFor } from './cache-lock.js';
+import type { FloeClientOptions } from './floe-client.js';
 import type { FetchInit, FetchLike, FetchResponseLike } from './http-transport.js';
 
 /**
@@ -304,4 +305,23 @@ export class FakeTime {
 /** Lets every pending promise chain run (the fake cluster answers without I/O). */
 export async function settle(): Promise<void> {
   for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
+}
+
+/** A client's options on the fake cluster and virtual time (boot 'boot-1', jitter at its middle), plus `more`. */
+export function fakeClientOptions(
+  cluster: FakeCluster,
+  time: FakeTime,
+  more: Partial<FloeClientOptions> = {},
+): FloeClientOptions {
+  return {
+    endpoints: cluster.hosts,
+    fetch: cluster.fetch,
+    clock: time.wall,
+    monotonic: time.mono,
+    setTimer: time.setTimer,
+    sleep: time.sleep,
+    random: () => 0.5,
+    bootId: 'boot-1',
+    ...more,
+  };
 }
