@@ -10,8 +10,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import { type DirSyncCalls, syncDirectory } from './cache-fs.js';
-import { FloeClient, type FloeClientOptions, type LeaseWorkerOptions } from './floe-client.js';
-import { FakeCluster, FakeTime, fakeClientOptions, leaveDeadLock } from './test-doubles.js';
+import type { LeaseWorkerOptions } from './floe-client.js';
+import { type FakeTime, fakeWorld, leaveDeadLock } from './test-doubles.js';
 import type { WorkerLease } from './worker-lease.js';
 
 const disk = vi.hoisted(() => ({
@@ -41,13 +41,7 @@ vi.mock('node:fs', async (importOriginal) => {
 const WALL0 = Date.UTC(2026, 5, 1);
 const TTL = 30_000;
 
-function setup() {
-  const cluster = new FakeCluster(['10.0.0.1:7380']);
-  const time = new FakeTime(WALL0);
-  const mk = (more: Partial<FloeClientOptions> = {}) =>
-    new FloeClient(fakeClientOptions(cluster, time, more));
-  return { cluster, time, mk };
-}
+const setup = () => fakeWorld(WALL0);
 
 async function run<T>(time: FakeTime, p: Promise<T>): Promise<T> {
   let done = false;

@@ -16,21 +16,15 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { type CacheFs, nodeCacheFs } from './cache-fs.js';
 import { ClientOptionError } from './errors.js';
-import { FloeClient, type FloeClientOptions, type LeaseWorkerOptions } from './floe-client.js';
+import type { FloeClient, LeaseWorkerOptions } from './floe-client.js';
 import type { FetchLike } from './http-transport.js';
-import { FakeCluster, FakeTime, fakeClientOptions, leaveDeadLock } from './test-doubles.js';
+import { type FakeTime, fakeWorld, leaveDeadLock } from './test-doubles.js';
 import type { WorkerLease } from './worker-lease.js';
 
 const WALL0 = Date.UTC(2026, 5, 1);
 const TTL = 30_000;
 
-function setup() {
-  const cluster = new FakeCluster(['10.0.0.1:7380']);
-  const time = new FakeTime(WALL0);
-  const mk = (more: Partial<FloeClientOptions> = {}) =>
-    new FloeClient(fakeClientOptions(cluster, time, more));
-  return { cluster, time, mk };
-}
+const setup = () => fakeWorld(WALL0);
 
 async function lease(
   s: { time: FakeTime },

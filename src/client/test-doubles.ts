@@ -2,7 +2,7 @@
 import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { lockPathOf, lockRecordFor } from './cache-lock.js';
-import type { FloeClientOptions } from './floe-client.js';
+import { FloeClient, type FloeClientOptions } from './floe-client.js';
 import type { FetchInit, FetchLike, FetchResponseLike } from './http-transport.js';
 
 /**
@@ -324,4 +324,13 @@ export function fakeClientOptions(
     bootId: 'boot-1',
     ...more,
   };
+}
+
+/** One fake cluster, virtual time from `wall0`, and a maker of clients on them. */
+export function fakeWorld(wall0: number) {
+  const cluster = new FakeCluster(['10.0.0.1:7380']);
+  const time = new FakeTime(wall0);
+  const mk = (more: Partial<FloeClientOptions> = {}) =>
+    new FloeClient(fakeClientOptions(cluster, time, more));
+  return { cluster, time, mk };
 }
