@@ -14,7 +14,7 @@ import {
 } from './errors.js';
 import { FloeClient, type FloeClientOptions } from './floe-client.js';
 import type { LeaseCacheRecord } from './lease-cache.js';
-import { FakeCluster, FakeTime, leaveDeadLock, settle } from './test-doubles.js';
+import { FakeCluster, FakeTime, fakeClientOptions, leaveDeadLock, settle } from './test-doubles.js';
 import type { WorkerLease } from './worker-lease.js';
 
 const WALL0 = Date.UTC(2026, 5, 1);
@@ -29,17 +29,12 @@ function setup(opts: { hosts?: string[]; user?: string; bootId?: string } = {}) 
 
 /** A client on the fake cluster and virtual time (another one of the same process, when called again). */
 function clientOf(cluster: FakeCluster, time: FakeTime, opts: { user?: string; bootId?: string } = {}) {
-  return new FloeClient({
-    endpoints: cluster.hosts,
-    fetch: cluster.fetch,
-    clock: time.wall,
-    monotonic: time.mono,
-    setTimer: time.setTimer,
-    sleep: time.sleep,
-    random: () => 0.5,
-    bootId: opts.bootId ?? 'boot-1',
-    ...(opts.user ? { user: opts.user, password: 'pw' } : {}),
-  });
+  return new FloeClient(
+    fakeClientOptions(cluster, time, {
+      bootId: opts.bootId ?? 'boot-1',
+      ...(opts.user ? { user: opts.user, password: 'pw' } : {}),
+    }),
+  );
 }
 
 /** Starts leaseWorker and drives virtual time until it settles. */

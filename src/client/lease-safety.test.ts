@@ -7,7 +7,7 @@ import { CeilingReachedError, defineLayout } from '../id/index.js';
 import { FloeRequestError, LeaseLostError, LeaseRenewalLateError } from './errors.js';
 import { FloeClient, type FloeClientOptions, type LeaseWorkerOptions } from './floe-client.js';
 import type { LeaseCacheRecord } from './lease-cache.js';
-import { FakeCluster, FakeTime, leaveDeadLock } from './test-doubles.js';
+import { FakeCluster, FakeTime, fakeClientOptions, leaveDeadLock } from './test-doubles.js';
 import type { WorkerLease } from './worker-lease.js';
 
 const WALL0 = Date.UTC(2026, 5, 1);
@@ -15,18 +15,7 @@ const WALL0 = Date.UTC(2026, 5, 1);
 function setup(extra: Partial<FloeClientOptions> = {}, cluster = new FakeCluster(['10.0.0.1:7380'])) {
   const time = new FakeTime(WALL0);
   const client = (more: Partial<FloeClientOptions> = {}) =>
-    new FloeClient({
-      endpoints: cluster.hosts,
-      fetch: cluster.fetch,
-      clock: time.wall,
-      monotonic: time.mono,
-      setTimer: time.setTimer,
-      sleep: time.sleep,
-      random: () => 0.5,
-      bootId: 'boot-1',
-      ...extra,
-      ...more,
-    });
+    new FloeClient(fakeClientOptions(cluster, time, { ...extra, ...more }));
   return { cluster, time, client: client(), newClient: client };
 }
 
