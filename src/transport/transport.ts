@@ -467,8 +467,7 @@ export class PeerTransport extends EventEmitter<TransportEvents> implements Node
           // old connection silent for two is that dead one: the new, authenticated claim replaces it. Otherwise
           // the claim is refused (a second process with this node id must not take a live member's place).
           const silentMs = this.opts.now() - old.lastReceivedAt;
-          if (silentMs <= 2 * this.opts.keepaliveIntervalMs)
-            return false;
+          if (silentMs <= 2 * this.opts.keepaliveIntervalMs) return false;
           this.opts.logger.warn(
             { peer, channel, silentMs: Math.round(silentMs) },
             'transport: a new authenticated connection replaces a silent one from the same peer',
