@@ -4,7 +4,7 @@
 // seqClients: a number forces the sequence workload's client count; omitted or `drawn`, each seed draws it.
 // peerTransport: sim, production or drawn (default drawn), as the CLI's --peer-transport.
 // Flags override the seed's shape as the CLI's do: --seconds S, --heal-seconds S, --clients N (SDK lease
-// clients), --kv-clients N, --snowflake-clients N. `--shape issue10` is issue 10's speed target: 3 nodes,
+// clients), --kv-clients N, --snowflake-clients N, --defaults on|off|drawn. `--shape issue10` is issue 10's speed target: 3 nodes,
 // 10 SDK clients (plus the 3 key-value clients the linearizability oracle needs), no sequence or Snowflake
 // workload, 10 simulated seconds of workload and faults per seed (then healing, until liveness is shown).
 // FLOE_PERF_PROFILE=<file.cpuprofile> writes a V8 CPU profile of the measured seeds only (not the warm-up).
@@ -23,6 +23,7 @@ const { values, positionals } = parseArgs({
     'kv-clients': { type: 'string' },
     'snowflake-clients': { type: 'string' },
     shape: { type: 'string' },
+    defaults: { type: 'string' },
   },
 });
 const [profile = 'swarm', seedsRaw = '40', startRaw = '1000', seqRaw, ptRaw = 'drawn'] = positionals;
@@ -62,6 +63,12 @@ set('healSeconds', num('heal-seconds', values['heal-seconds']));
 set('leaseClients', num('clients', values.clients));
 set('kvClients', num('kv-clients', values['kv-clients']));
 set('snowflakeClients', num('snowflake-clients', values['snowflake-clients']));
+if (values.defaults !== undefined) {
+  const d = values.defaults;
+  if (d !== 'on' && d !== 'off' && d !== 'drawn')
+    throw new Error(`--defaults must be on, off or drawn, got "${d}"`);
+  flags.defaults = d;
+}
 const opts = {
   profile,
   peerTransport,
