@@ -168,6 +168,9 @@ export interface LeaseWorkerOptions {
  * await lease.release();
  * ```
  */
+/** `requestTimeoutMs` when a client names none (one HTTP attempt). */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 2000;
+
 export class FloeClient {
   readonly transport: HttpTransport;
   /** Sent with every acquire: a retried requestId is answered with the live grant only to this incarnation. */
@@ -183,7 +186,12 @@ export class FloeClient {
     if (!Array.isArray(options?.endpoints) || options.endpoints.length === 0) {
       throw new ClientOptionError('endpoints', 'a non-empty list of host:port', options?.endpoints);
     }
-    const requestTimeoutMs = inRange('requestTimeoutMs', options.requestTimeoutMs ?? 2000, 50, 60_000);
+    const requestTimeoutMs = inRange(
+      'requestTimeoutMs',
+      options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
+      50,
+      60_000,
+    );
     const incarnation = options.incarnation ?? PROCESS_INCARNATION;
     if (typeof incarnation !== 'string' || incarnation.length < 1 || incarnation.length > 128) {
       throw new ClientOptionError('incarnation', 'a string of 1..128 characters', incarnation);

@@ -4,6 +4,8 @@ import type { AllocCommand } from './sequence-service.js';
 
 /** The internal route a follower sends node-mode allocations to (HMAC under the cluster secret). */
 export const REMOTE_ALLOC_PATH = '/v1/internal/sequences/alloc';
+/** `timeoutMs` when none is given: one allocation call to the leader. */
+export const REMOTE_ALLOC_DEFAULT_TIMEOUT_MS = 3000;
 
 /** Proves an alloc request comes from a member: an HMAC of every field under the cluster secret. */
 export function allocProof(secret: string, cmd: AllocCommand): string {
@@ -43,7 +45,7 @@ export function httpRemoteAlloc(o: HttpRemoteAllocOptions): (cmd: AllocCommand) 
         headers: { 'content-type': 'application/json' },
         body: JSON.stringify({ ...cmd, proof: allocProof(o.secret, cmd) }),
         redirect: 'manual',
-        signal: AbortSignal.timeout(o.timeoutMs ?? 3000),
+        signal: AbortSignal.timeout(o.timeoutMs ?? REMOTE_ALLOC_DEFAULT_TIMEOUT_MS),
       }).catch((err: unknown) => {
         throw new RemoteAllocError(`the leader at ${addr} did not answer: ${(err as Error).message}`);
       });

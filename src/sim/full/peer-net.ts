@@ -290,11 +290,9 @@ export class SimConn {
     while (!this.reset && dir.queue.length > 0) {
       if (to === this.deadEnd) {
         // Nothing answers while the machine is off; once it runs again its kernel answers with RST.
-        if (net.machineUp(to.nodeId) || this.unanswered >= TCP_MAX_RETRIES) {
-          this.resetOne(
-            from,
-            net.machineUp(to.nodeId) ? 'reset by the rebooted peer' : 'retransmissions timed out',
-          );
+        const up = net.machineUp(to.nodeId);
+        if (up || this.unanswered >= TCP_MAX_RETRIES) {
+          this.resetOne(from, up ? 'reset by the rebooted peer' : 'retransmissions timed out');
           return;
         }
         this.unanswered++;
