@@ -34,6 +34,7 @@
 import { fork } from 'node:child_process';
 import { parseArgs } from 'node:util';
 import { MAX_SEED } from '../prng.js';
+import { codeIdentity } from './code-identity.js';
 import { PROFILE_NAMES, PROFILES } from './config.js';
 import { type FullSimOptions, type FullSimResult, KNOWN_WORKAROUNDS, runFullSim } from './run.js';
 
@@ -400,7 +401,7 @@ export async function main(argv: string[]): Promise<number> {
   const rate = summary.seeds / (summary.elapsedMs / 1000);
   if (cli.json) {
     process.stdout.write(
-      `${JSON.stringify({ summary: { seeds: summary.seeds, failures: summary.failures.length, seedsPerSecond: Number(rate.toFixed(2)), events: summary.events, ids: summary.ids } })}\n`,
+      `${JSON.stringify({ summary: { seeds: summary.seeds, failures: summary.failures.length, seedsPerSecond: Number(rate.toFixed(2)), events: summary.events, ids: summary.ids, code: codeIdentity() } })}\n`,
     );
   } else if (!cli.single) {
     const kinds = new Map<string, number>();
@@ -408,7 +409,7 @@ export async function main(argv: string[]): Promise<number> {
     process.stdout.write(
       `${stopRequested ? 'stopped: ' : ''}${summary.seeds} seeds (${cli.opts.profile}), ${summary.failures.length} failing` +
         (kinds.size > 0 ? ` (${[...kinds].map(([k, n]) => `${k} ${n}`).join(', ')})` : '') +
-        `, ${summary.ids} IDs checked, ${(summary.elapsedMs / 1000).toFixed(1)} s, ${rate.toFixed(2)} seeds/s\n`,
+        `, ${summary.ids} IDs checked, ${(summary.elapsedMs / 1000).toFixed(1)} s, ${rate.toFixed(2)} seeds/s, code ${codeIdentity()}\n`,
     );
   }
   if (summary.failures.some((f) => f.kind !== 'liveness')) return 1;
