@@ -1,28 +1,48 @@
-// The identity of the code a sweep runs: a hash over every module beside this one (not tests, not
-// declarations) and the dependency lock. Two sweeps with the same identity ran the same production
-// code and the same simulator, whatever commit they came from, so their seed counts add up
-// (docs/simulator-full.md, "Sweeps on record").
+// The identity of the code a sweep runs: a hash over every module the simulator's entry reaches
+// through relative imports (production code and simulator alike; type-only imports are gone from a
+// build) and the dependency lock. Two sweeps with the same identity ran the same code, whatever
+// commit they came from, so their seed counts add up (docs/simulator-full.md, "Sweeps on record");
+// a change to a module the simulator never loads (the CLI, the etcd store, a benchmark) keeps it.
 import { createHash } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { dirname, join, relative, sep } from 'node:path';
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const MODULE = /\.(js|ts)$/;
-const NOT_CODE = /\.(test|spec)\.[jt]s$|\.d\.ts$/;
+// Import and export statements start a line (a comment or string that mentions one does not).
+const RELATIVE_IMPORT =
+  /^\s*(?:import|export)\s[^'"`;]*?\bfrom\s*['"](\.{1,2}\/[^'"]+)['"]|^\s*import\s*['"](\.{1,2}\/[^'"]+)['"]/gm;
+/(?:\bimport|\bexport)\s[^'"`;]*?\bfrom\s*['"](\.{1,2}\/[^'"]+)['"]|\bimport\s*\(?\s*['"](\.{1,2}\/[^'"]+)['"]/g;
 
-function modules(dir: string, out: string[]): string[] {
-  for (const entry of readdirSync(dir, { withFileTypes: true })) {
-    const path = join(dir, entry.name);
-    if (entry.isDirectory()) modules(path, out);
-    else if (MODULE.test(entry.name) && !NOT_CODE.test(entry.name)) out.push(path);
+/** The modules `entry` reaches through relative imports, itself included. */
+export function moduleClosure(entry: string): string[] {
+  const seen = new Set<string>();
+  const todo = [resolve(entry)];
+  while (todo.length > 0) {
+    const path = todo.pop()!;
+    if (seen.has(path)) continue;
+    seen.add(path);
+    const text = readFileSync(path, 'utf8');
+    for (const m of text.matchAll(RELATIVE_IMPORT)) {
+      let target = resolve(dirname(path), m[1] ?? m[2]!);
+      // Under tsx a source names its sibling's build name (.js) for a .ts file.
+      if (!existsSync(target) && target.endsWith('.js')) target = `${target.slice(0, -3)}.ts`;
+      if (!existsSync(target))
+        throw new Error(`code identity: ${relative(process.cwd(), path)} imports a missing ${m[1] ?? m[2]}`);
+      todo.push(target);
+    }
   }
-  return out;
+  return [...seen].sort();
 }
 
-/** Hash of the code tree `root` (this build's top folder) and the nearest package-lock.json above it. */
-export function codeIdentity(root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')): string {
+const HERE = fileURLToPath(import.meta.url);
+const DEFAULT_ENTRY = join(dirname(HERE), `cli${HERE.slice(HERE.lastIndexOf('.'))}`);
+
+/** Hash of what `entry` (the simulator's CLI by default) runs, and of the nearest package-lock.json. */
+export function codeIdentity(entry = DEFAULT_ENTRY): string {
+  const files = moduleClosure(entry);
+  const root = dirname(dirname(dirname(resolve(entry))));
   const hash = createHash('sha256');
-  for (const path of modules(root, []).sort()) {
+  for (const path of files) {
     hash.update(relative(root, path).split(sep).join('/'));
     hash.update('\0');
     hash.update(readFileSync(path));
