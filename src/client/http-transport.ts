@@ -57,6 +57,8 @@ const RETRYABLE_CODES = new Set([
 /** A server's Retry-After is honoured up to this: a new leader is usually ready well within it. */
 const MAX_RETRY_AFTER_MS = 1000;
 const MAX_REDIRECTS_IN_A_ROW = 5;
+/** Endpoints learned from the cluster's answers, kept besides the configured ones (the oldest goes first). */
+export const MAX_LEARNED_ENDPOINTS = 32;
 
 /**
  * JSON over HTTP to a Floe cluster: finds and follows the leader, retries what is safe to retry.
@@ -68,9 +70,16 @@ const MAX_REDIRECTS_IN_A_ROW = 5;
  *   1 s), until the call's budget is spent.
  *   Every lease call is safe to repeat: acquire carries the same `requestId`, renew/release the same token.
  * - Anything else that is not 2xx is final: `FloeRequestError` with the server's code.
+ * - Endpoints are learned from answers (finding FS-19): a leader named by a redirect or that answered, and the members
+ *   a node without a leader lists in its 503 `not_leader` (`members[].httpAddr`). They join the configured endpoints
+ *   in the rotation, so a client whose configured endpoints were all replaced (or reach only processes that are not
+ *   members, behind a load balancer) still finds the leader. Only where requests go changes: each answer is still the
+ *   one to the request sent, and every lease call stays safe to repeat wherever it lands.
  */
 export class HttpTransport {
   private readonly endpoints: string[];
+  /** Learned from answers, not among `endpoints`; at most MAX_LEARNED_ENDPOINTS, oldest first. */
+  private readonly learned: string[] = [];
   private readonly auth: string | undefined;
   private leader: string | undefined;
   private next = 0;
@@ -86,6 +95,11 @@ export class HttpTransport {
   /** The node believed to lead (learned from redirects and answers), if any. */
   get leaderEndpoint(): string | undefined {
     return this.leader;
+  }
+
+  /** The endpoints learned from the cluster's answers so far (besides the configured ones), oldest first. */
+  get learnedEndpoints(): readonly string[] {
+    return this.learned;
   }
 
   async post<T>(path: string, body: unknown, call: CallOptions): Promise<CallResult<T>> {
@@ -118,9 +132,15 @@ export class HttpTransport {
         const parsed = parseJson(text);
         if (res.status >= 200 && res.status < 300) {
           this.leader = endpoint;
+          this.learn(endpoint);
           return { body: parsed as T, sentAtMono, sentAtWall, endpoint };
         }
-        const err = (parsed ?? {}) as { error?: unknown; message?: unknown; leader?: { httpAddr?: unknown } };
+        const err = (parsed ?? {}) as {
+          error?: unknown;
+          message?: unknown;
+          leader?: { httpAddr?: unknown };
+          members?: unknown;
+        };
         const code = typeof err.error === 'string' ? err.error : `http_${res.status}`;
         const message = typeof err.message === 'string' ? err.message : text.slice(0, 200);
         if (res.status === 307 || res.status === 308) {
@@ -131,6 +151,7 @@ export class HttpTransport {
           if (addr !== undefined && redirects < MAX_REDIRECTS_IN_A_ROW) {
             redirects++;
             retryAt = normalise(addr, endpoint);
+            this.learn(retryAt);
           }
           lastError = new FloeRequestError(res.status, code, message, path);
         } else if (
@@ -139,6 +160,11 @@ export class HttpTransport {
           (res.status >= 500 && RETRYABLE_CODES.has(code))
         ) {
           retryAfterMs = retryAfter(res.headers.get('retry-after'));
+          if (code === 'not_leader' && Array.isArray(err.members))
+            for (const m of err.members) {
+              const addr = (m as { httpAddr?: unknown } | null)?.httpAddr;
+              if (isHostPort(addr)) this.learn(normalise(addr, endpoint));
+            }
           lastError = new FloeRequestError(res.status, code, message, path);
         } else {
           throw new FloeRequestError(res.status, code, message, path);
@@ -164,10 +190,20 @@ export class HttpTransport {
     }
   }
 
+  /** The configured endpoints, then the learned ones, in turn. */
   private pick(): string {
-    const e = this.endpoints[this.next % this.endpoints.length] as string;
-    this.next++;
-    return e;
+    const n = this.endpoints.length + this.learned.length;
+    const i = this.next % n;
+    this.next = i + 1;
+    return (
+      i < this.endpoints.length ? this.endpoints[i] : this.learned[i - this.endpoints.length]
+    ) as string;
+  }
+
+  private learn(endpoint: string): void {
+    if (this.endpoints.includes(endpoint) || this.learned.includes(endpoint)) return;
+    if (this.learned.length >= MAX_LEARNED_ENDPOINTS) this.learned.shift();
+    this.learned.push(endpoint);
   }
 }
 
@@ -186,6 +222,11 @@ function normalise(endpoint: string, like?: string): string {
   const e = endpoint.trim().replace(/\/+$/, '');
   if (/^https?:\/\//.test(e)) return e;
   return `${like?.startsWith('https://') ? 'https' : 'http'}://${e}`;
+}
+
+/** A member's address as a node publishes it: `host:port` (a name or an IPv4/IPv6 literal), nothing else. */
+function isHostPort(v: unknown): v is string {
+  return typeof v === 'string' && v.length <= 300 && /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9._-]+):\d{1,5}$/.test(v);
 }
 
 function locationHost(location: string | null): string | undefined {

@@ -22,6 +22,21 @@ export interface ErrorBody {
   /** `outcome_unknown` only: why the node cannot tell (leadershipLost, stopped, snapshot, timeout). */
   reason?: string;
   leader?: { id: number; httpAddr?: string };
+  /**
+   * `not_leader` with no leader to redirect to only: the members this node knows an HTTP address of (itself left out),
+   * so a client whose configured endpoints were all replaced can still find the cluster (finding FS-19).
+   */
+  members?: { id: number; httpAddr: string }[];
+}
+
+/**
+ * What a node that cannot name the leader tells the client: the members it knows (from its replicated member
+ * directory, or, before it ever joined, the ones it was started with), and whether it is in its own configuration.
+ */
+export interface MemberHints {
+  members: { id: number; httpAddr: string }[];
+  /** False on a process that is not a voter or learner of the configuration it knows (not added yet, or removed). */
+  isMember: boolean;
 }
 
 /** Seconds a client should wait before retrying a write that was definitely not applied. */
@@ -45,7 +60,12 @@ export function retryAdvice(path: string): string {
  * Sends the reply for an error thrown while serving `path`. Anything not listed is a 500 `internal`
  * (a bug or an unexpected failure; the message says what).
  */
-export function sendHttpError(reply: FastifyReply, err: unknown, path: string): FastifyReply {
+export function sendHttpError(
+  reply: FastifyReply,
+  err: unknown,
+  path: string,
+  hints?: () => MemberHints,
+): FastifyReply {
   const send = (code: FloeErrorCode, message: string, extra?: Partial<ErrorBody>): FastifyReply =>
     reply.code(httpStatusOf(code)).send({ error: code, ...extra, message });
   const notApplied = (message: string): FastifyReply => {
@@ -59,6 +79,14 @@ export function sendHttpError(reply: FastifyReply, err: unknown, path: string): 
       // Members share one scheme: the leader speaks HTTPS when this node does (docs/tls.md).
       const scheme = reply.request.protocol === 'https' ? 'https' : 'http';
       return reply.code(307).header('location', `${scheme}://${err.leader.httpAddr}${path}`).send(body);
+    }
+    // FS-19: no redirect to give. Say whom else to ask, and why this node cannot serve (a process started to join and
+    // never added is otherwise indistinguishable from a member during an election).
+    const h = hints?.();
+    if (h) {
+      body.members = h.members;
+      if (!h.isMember)
+        body.message = `${err.message}; this node is not a member of the cluster (not added yet, or removed: see \`floe cluster status\`)`;
     }
     return reply.code(httpStatusOf('not_leader')).send(body);
   }

@@ -6,9 +6,9 @@ import type { FastifyInstance } from 'fastify';
 import type { FloeNode } from '../../node/node.js';
 import type { KvStateMachine } from '../../state/kv-state-machine.js';
 import type { FloeServices } from '../floe-services.js';
-import { sendHttpError } from '../http-errors.js';
+import { type MemberHints, sendHttpError } from '../http-errors.js';
 import type { NodeMetrics } from '../metrics.js';
-import { registerAuth } from './auth.js';
+import { type RouteHelpers, registerAuth } from './auth.js';
 import { CLUSTER_VIEW_SCHEMA_ID, clusterPlugin, clusterViewSchema } from './cluster.js';
 import { healthPlugin } from './health.js';
 import { kvPlugin } from './kv.js';
@@ -54,7 +54,8 @@ export function registerHttpRoutes(app: FastifyInstance, o: HttpRoutesOptions): 
   app.addSchema(errorSchema);
   app.addSchema({ $id: LEASE_SCHEMA_ID, ...leaseSchema });
   app.addSchema({ $id: CLUSTER_VIEW_SCHEMA_ID, ...clusterViewSchema });
-  const fail = sendHttpError;
+  const hints = (): MemberHints => memberHints(o.node);
+  const fail: RouteHelpers['fail'] = (reply, err, path) => sendHttpError(reply, err, path, hints);
   if (o.services) {
     const helpers = registerAuth(app, o.services, fail);
     if (o.services.sequences) app.register(sequencesPlugin, { sequences: o.services.sequences, helpers });
@@ -65,4 +66,17 @@ export function registerHttpRoutes(app: FastifyInstance, o: HttpRoutesOptions): 
   app.register(healthPlugin, { node: o.node, registry: o.registry });
   app.register(clusterPlugin, { node: o.node, clusterSecret: o.clusterSecret, fail });
   app.register(kvPlugin, { node: o.node, kv: o.kv, fail });
+}
+
+/**
+ * The members `node` knows an HTTP address of, by id, itself left out, and whether it is in the configuration it knows.
+ * A member's directory follows the replicated configuration; a process that never joined knows only the members it
+ * was started with (`--initial-cluster`), which is what its operator said the cluster is.
+ */
+export function memberHints(node: FloeNode<unknown>): MemberHints {
+  const st = node.status();
+  const members: MemberHints['members'] = [];
+  for (const m of st.members)
+    if (m.id !== node.id && m.httpAddr) members.push({ id: m.id, httpAddr: m.httpAddr });
+  return { members, isMember: st.conf.voters.includes(node.id) || st.conf.learners.includes(node.id) };
 }

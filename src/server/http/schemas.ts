@@ -53,6 +53,15 @@ export const errorSchema = {
       description: 'not_leader only: the leader when known',
       properties: { id: { type: 'integer' }, httpAddr: { type: 'string' } },
     },
+    members: {
+      type: 'array',
+      description:
+        'not_leader without a leader to redirect to (503) only: the members this node knows an HTTP address of',
+      items: {
+        type: 'object',
+        properties: { id: { type: 'integer' }, httpAddr: { type: 'string' } },
+      },
+    },
   },
   additionalProperties: true,
 } as const;
