@@ -207,7 +207,17 @@ export class HttpTransport {
           redirect: 'manual',
           signal: AbortSignal.timeout(this.o.requestTimeoutMs),
         });
-        const text = await readCapped(res, endpoint);
+        // Checked inline (no extra await on the usual path): a reply's timing relative to other tasks stays as it was.
+        const declared = Number(res.headers.get('content-length') ?? Number.NaN);
+        if (Number.isFinite(declared) && declared > MAX_RESPONSE_BYTES) {
+          await res.body
+            ?.getReader()
+            .cancel()
+            .catch(() => {});
+          throw tooLong(endpoint);
+        }
+        const text = res.body ? await readStream(res.body, endpoint) : await res.text();
+        if (text.length > MAX_RESPONSE_BYTES) throw tooLong(endpoint);
         const parsed = parseJson(text);
         if (res.status >= 200 && res.status < 300) {
           // A learned endpoint leads only once the caller confirmed its answer (review of FS-19, F5).
@@ -368,39 +378,31 @@ function isLoopbackOrUnspecified(hostname: string): boolean {
   return /^\[::ffff:(7f[0-9a-f]{2}:[0-9a-f]{1,4}|0:0)\]$/.test(h);
 }
 
-/** Reads an answer, refusing one longer than MAX_RESPONSE_BYTES (a clear error; the attempt counts as failed). */
-async function readCapped(res: FetchResponseLike, endpoint: string): Promise<string> {
-  const tooLong = () =>
-    new Error(
-      `the answer from ${endpoint} exceeds ${MAX_RESPONSE_BYTES} bytes (the SDK's limit on a Floe answer)`,
-    );
-  const declared = Number(res.headers.get('content-length') ?? Number.NaN);
-  if (Number.isFinite(declared) && declared > MAX_RESPONSE_BYTES) {
-    await res.body
-      ?.getReader()
-      .cancel()
-      .catch(() => {});
-    throw tooLong();
-  }
-  if (res.body) {
-    const reader = res.body.getReader();
-    const chunks: Uint8Array[] = [];
-    let size = 0;
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      size += value.byteLength;
-      if (size > MAX_RESPONSE_BYTES) {
-        await reader.cancel().catch(() => {});
-        throw tooLong();
-      }
-      chunks.push(value);
+function tooLong(endpoint: string): Error {
+  return new Error(
+    `the answer from ${endpoint} exceeds ${MAX_RESPONSE_BYTES} bytes (the SDK's limit on a Floe answer)`,
+  );
+}
+
+/** Reads a streamed answer, refusing one longer than MAX_RESPONSE_BYTES (the attempt then counts as failed). */
+async function readStream(
+  body: { getReader(): ReadableStreamDefaultReader<Uint8Array> },
+  endpoint: string,
+): Promise<string> {
+  const reader = body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > MAX_RESPONSE_BYTES) {
+      await reader.cancel().catch(() => {});
+      throw tooLong(endpoint);
     }
-    return Buffer.concat(chunks).toString('utf8');
+    chunks.push(value);
   }
-  const text = await res.text();
-  if (text.length > MAX_RESPONSE_BYTES) throw tooLong();
-  return text;
+  return Buffer.concat(chunks).toString('utf8');
 }
 
 function isRetryable(e: FloeRequestError): boolean {
