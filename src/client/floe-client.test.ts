@@ -11,6 +11,7 @@ import {
   FloeUnavailableError,
   LeaseLostError,
   LeaseRenewalLateError,
+  ReplyMismatchError,
 } from './errors.js';
 import { FloeClient, type FloeClientOptions } from './floe-client.js';
 import type { LeaseCacheRecord } from './lease-cache.js';
@@ -577,4 +578,55 @@ describe('FloeClient: one cache file, one lock, whatever its name (review findin
       await a.release();
     });
   }
+});
+
+// Review of FS-19 (F5): an endpoint a redirect named became the sticky leader on its 2xx, before the SDK checked the
+// answer, and stayed so when the answer was another request's (ReplyMismatchError).
+describe('FloeClient: a learned endpoint whose reply is another request’s is forgotten (review of FS-19, F5)', () => {
+  it('neither leads nor stays learned after answering an acquire with another requestId', async () => {
+    const time = new FakeTime(WALL0);
+    const fetch: FloeClientOptions['fetch'] = async (url, init) => {
+      const host = new URL(url).host;
+      const json = (status: number, body: unknown) => ({
+        status,
+        headers: { get: () => null },
+        text: async () => JSON.stringify(body),
+      });
+      if (host === 'floe-lb:7380')
+        return json(307, { error: 'not_leader', message: 'x', leader: { id: 5, httpAddr: 'n5:7380' } });
+      const req = JSON.parse(init.body ?? '{}') as Record<string, unknown>;
+      return json(200, { ...req, op: 'acquire', app: 'orders', requestId: 'another-request' });
+    };
+    const client = new FloeClient({
+      endpoints: ['floe-lb:7380'],
+      fetch,
+      clock: time.wall,
+      monotonic: time.mono,
+      setTimer: time.setTimer,
+      sleep: time.sleep,
+      random: () => 0.5,
+      bootId: 'boot-1',
+    });
+    const e = await client.leaseWorker({ app: 'orders', nodeId: 'n1', ttlMs: TTL }).catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(ReplyMismatchError);
+    expect(client.transport.leaderEndpoint).toBeUndefined();
+    expect(client.transport.learnedEndpoints).toEqual([]);
+  });
+
+  it('leads once its acquire reply passed the checks', async () => {
+    const cluster = new FakeCluster(['10.0.0.1:7380', '10.0.0.2:7380']);
+    cluster.leader = '10.0.0.2:7380';
+    const time = new FakeTime(WALL0);
+    // Only 10.0.0.1 is configured: 10.0.0.2 is learned from its redirect.
+    const client = new FloeClient({ ...fakeClientOptions(cluster, time), endpoints: ['10.0.0.1:7380'] });
+    let done = false;
+    const p = client.leaseWorker({ app: 'orders', nodeId: 'n1', ttlMs: TTL }).finally(() => {
+      done = true;
+    });
+    for (let i = 0; i < 200 && !done; i++) await time.advance(10);
+    const l = await p;
+    expect(client.transport.learnedEndpoints).toEqual(['http://10.0.0.2:7380']);
+    expect(client.transport.leaderEndpoint).toBe('http://10.0.0.2:7380');
+    await l.release();
+  });
 });

@@ -25,6 +25,8 @@ import {
   type LeaseContext,
   type LeaseTuning,
   num,
+  REQUEST_FIELDS,
+  vouch,
   WorkerLease,
 } from './worker-lease.js';
 
@@ -433,14 +435,16 @@ export class FloeClient {
             },
             { budgetMs: Math.max(0, acquireTimeoutMs - (mono() - started)) },
           );
-          const grant = checkGrant(path, r.body, {
-            app: o.app,
-            nodeId: o.nodeId,
-            requestId,
-            incarnation: this.incarnation,
-            ttlMs,
-            layout: layoutFingerprint(layout),
-          });
+          const grant = vouch(this.transport, r.endpoint, () =>
+            checkGrant(path, r.body, {
+              app: o.app,
+              nodeId: o.nodeId,
+              requestId,
+              incarnation: this.incarnation,
+              ttlMs,
+              layout: layoutFingerprint(layout),
+            }),
+          );
           // The same worker ID as the cache: the previous process may have used timestamps up to usedUpToMs.
           const sameWorker = cached !== undefined && cached.workerId === grant.workerId;
           const floorMs = Math.max(grant.highWaterMs, sameWorker ? cached.usedUpToMs : 0);
@@ -575,7 +579,9 @@ export class FloeClient {
         { token: c.token, lastTimestampMs: c.usedUpToMs },
         { budgetMs },
       );
-      checkReply(path, r.body, 'release', { app: c.app, workerId: c.workerId });
+      vouch(this.transport, r.endpoint, () =>
+        checkReply(path, r.body, 'release', { app: c.app, workerId: c.workerId }),
+      );
     } catch {
       // not_held / stale_token: it had ended already; other errors: wait for the expiry.
     }
@@ -625,9 +631,7 @@ export class FloeClient {
  */
 function outcomeUnknown(e: unknown): boolean {
   if (e instanceof FloeUnavailableError) return true;
-  return (
-    e instanceof ReplyMismatchError && ['op', 'app', 'nodeId', 'requestId', 'incarnation'].includes(e.field)
-  );
+  return e instanceof ReplyMismatchError && REQUEST_FIELDS.includes(e.field);
 }
 
 /** The acquire reply as a grant, if it answers this request; else ReplyMismatchError (never a lease). */

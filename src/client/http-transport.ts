@@ -13,6 +13,8 @@ export interface FetchResponseLike {
   status: number;
   headers: { get(name: string): string | null };
   text(): Promise<string>;
+  /** The body as a stream (the global `fetch` has one): read up to MAX_RESPONSE_BYTES and no further. */
+  body?: { getReader(): ReadableStreamDefaultReader<Uint8Array> } | null;
 }
 
 export interface HttpTransportOptions {
@@ -57,49 +59,99 @@ const RETRYABLE_CODES = new Set([
 /** A server's Retry-After is honoured up to this: a new leader is usually ready well within it. */
 const MAX_RETRY_AFTER_MS = 1000;
 const MAX_REDIRECTS_IN_A_ROW = 5;
-/** Endpoints learned from the cluster's answers, kept besides the configured ones (the oldest goes first). */
-export const MAX_LEARNED_ENDPOINTS = 32;
+/** Endpoints learned from redirects and confirmed leaders, kept besides the configured ones. */
+export const MAX_LEARNED_ENDPOINTS = 8;
+/** A learned endpoint goes after this many failed attempts in a row. */
+export const MAX_LEARNED_FAILURES = 2;
+/** A learned endpoint goes when no redirect named it and it did not lead (a confirmed answer) for this long. */
+export const LEARNED_ENDPOINT_TTL_MS = 10 * 60_000;
+/** Learned endpoints tried by one call, and only once the leader and every configured endpoint failed in it. */
+export const MAX_LEARNED_PER_CALL = 2;
+/** Longest `host:port` accepted from a redirect. */
+export const MAX_REDIRECT_ADDR_LENGTH = 255;
+/** Longest answer read (every Floe answer to the SDK is far smaller). */
+export const MAX_RESPONSE_BYTES = 1024 * 1024;
+
+interface LearnedEndpoint {
+  failures: number;
+  /** Monotonic ms when a redirect last named it or it last answered as the leader (confirmed). */
+  confirmedAt: number;
+}
 
 /**
  * JSON over HTTP to a Floe cluster: finds and follows the leader, retries what is safe to retry.
  *
  * - Followers answer writes with 307 and `{error: 'not_leader', leader: {httpAddr}}`. Redirects are never followed by
- *   `fetch` itself (it drops `Authorization` across origins): the transport goes to `leader.httpAddr` (or `Location`).
+ *   `fetch` itself (it drops `Authorization` across origins): the transport goes to `leader.httpAddr` (or `Location`),
+ *   a plain `host:port` only (redirectTarget), with the scheme of the endpoint that redirected.
  * - 503 `not_leader` (no leader known), 503 `not_committed`, 504 (`timeout`, `outcome_unknown`), 429, network errors
  *   and per-attempt timeouts: try the next endpoint after a jittered backoff (at least the server's Retry-After, up to
  *   1 s), until the call's budget is spent.
  *   Every lease call is safe to repeat: acquire carries the same `requestId`, renew/release the same token.
  * - Anything else that is not 2xx is final: `FloeRequestError` with the server's code.
- * - Endpoints are learned from answers (finding FS-19): a leader named by a redirect or that answered, and the members
- *   a node without a leader lists in its 503 `not_leader` (`members[].httpAddr`). They join the configured endpoints
- *   in the rotation, so a client whose configured endpoints were all replaced (or reach only processes that are not
- *   members, behind a load balancer) still finds the leader. Only where requests go changes: each answer is still the
- *   one to the request sent, and every lease call stays safe to repeat wherever it lands.
+ * - Endpoints are learned from redirects only (finding FS-19 and its review): the leader a follower redirected to. The
+ *   `members` of a 503 `not_leader` are for operators and are never followed. A learned endpoint is tried only after
+ *   the leader and every configured endpoint failed in a call (at most MAX_LEARNED_PER_CALL per call, its failures do
+ *   not raise the backoff); it goes after MAX_LEARNED_FAILURES failures in a row or LEARNED_ENDPOINT_TTL_MS without a
+ *   redirect naming it or a confirmed answer. A learned endpoint becomes the sticky leader only when the caller
+ *   `confirm`s an answer of it (its reply passed the SDK's checks); a reply for another request makes the caller
+ *   `forget` the endpoint.
  */
 export class HttpTransport {
   private readonly endpoints: string[];
-  /** Learned from answers, not among `endpoints`; at most MAX_LEARNED_ENDPOINTS, oldest first. */
-  private readonly learned: string[] = [];
+  /** Canonical `scheme://host` of each configured endpoint (compared with redirect targets). */
+  private readonly configuredKeys: Map<string, string>;
+  /** Learned from redirects, not among `endpoints`, by canonical URL; at most MAX_LEARNED_ENDPOINTS. */
+  private readonly learned = new Map<string, LearnedEndpoint>();
+  /** Redirects may name loopback addresses only when a configured endpoint is one (tests, single-host setups). */
+  private readonly loopbackAllowed: boolean;
   private readonly auth: string | undefined;
   private leader: string | undefined;
   private next = 0;
+  private nextLearned = 0;
 
   constructor(private readonly o: HttpTransportOptions) {
     this.endpoints = o.endpoints.map((e) => normalise(e));
+    this.configuredKeys = new Map(this.endpoints.map((e) => [canonical(e), e]));
+    this.loopbackAllowed = this.endpoints.some((e) => {
+      try {
+        return isLoopbackOrUnspecified(new URL(e).hostname);
+      } catch {
+        return false;
+      }
+    });
     this.auth =
       o.user === undefined
         ? undefined
         : `Basic ${Buffer.from(`${o.user}:${o.password ?? ''}`).toString('base64')}`;
   }
 
-  /** The node believed to lead (learned from redirects and answers), if any. */
+  /** The node believed to lead (a redirect's target, a configured endpoint that answered, or a confirmed one). */
   get leaderEndpoint(): string | undefined {
     return this.leader;
   }
 
-  /** The endpoints learned from the cluster's answers so far (besides the configured ones), oldest first. */
+  /** The endpoints learned from redirects (besides the configured ones). */
   get learnedEndpoints(): readonly string[] {
-    return this.learned;
+    return [...this.learned.keys()];
+  }
+
+  /**
+   * The caller checked an answer `endpoint` gave (CallResult.endpoint) and it answered the request: a learned endpoint
+   * is kept (for another LEARNED_ENDPOINT_TTL_MS) and becomes the leader if none is known.
+   */
+  confirm(endpoint: string): void {
+    const l = this.learned.get(endpoint);
+    if (l === undefined) return;
+    l.failures = 0;
+    l.confirmedAt = this.o.monotonic();
+    this.leader ??= endpoint;
+  }
+
+  /** An answer of `endpoint` was not the answer to its request: it is no longer the leader, nor learned. */
+  forget(endpoint: string): void {
+    if (this.leader === endpoint) this.leader = undefined;
+    this.learned.delete(endpoint);
   }
 
   async post<T>(path: string, body: unknown, call: CallOptions): Promise<CallResult<T>> {
@@ -110,8 +162,35 @@ export class HttpTransport {
     // the hot path of a busy client) was never seen.
     let lastError: unknown;
     let backoff = 25;
+    /** A learned endpoint a redirect named: tried next (a configured one becomes `leader`, as before). */
+    let follow: string | undefined;
+    /** The configured endpoints tried since the call started or since its last learned endpoint. */
+    const tried = new Set<string>();
+    let learnedTries = 0;
     for (;;) {
-      const endpoint = this.leader ?? this.pick();
+      this.expireLearned();
+      let endpoint: string;
+      /** One of the learned endpoints tried once the others failed (not a redirect's target, nor the leader). */
+      let extra = false;
+      if (follow !== undefined) {
+        endpoint = follow;
+        follow = undefined;
+      } else if (this.leader !== undefined) {
+        endpoint = this.leader;
+      } else if (
+        learnedTries < MAX_LEARNED_PER_CALL &&
+        this.learned.size > 0 &&
+        this.endpoints.every((e) => tried.has(e))
+      ) {
+        endpoint = this.pickLearned();
+        extra = true;
+        learnedTries++;
+        tried.clear();
+      } else {
+        endpoint = this.pick();
+      }
+      tried.add(endpoint);
+      const isLearned = this.learned.has(endpoint);
       attempts++;
       const sentAtMono = this.o.monotonic();
       const sentAtWall = this.o.wall();
@@ -128,43 +207,48 @@ export class HttpTransport {
           redirect: 'manual',
           signal: AbortSignal.timeout(this.o.requestTimeoutMs),
         });
-        const text = await res.text();
+        // Checked inline (no extra await on the usual path): a reply's timing relative to other tasks stays as it was.
+        const declared = Number(res.headers.get('content-length') ?? Number.NaN);
+        if (Number.isFinite(declared) && declared > MAX_RESPONSE_BYTES) {
+          await res.body
+            ?.getReader()
+            .cancel()
+            .catch(() => {});
+          throw tooLong(endpoint);
+        }
+        const text = res.body ? await readStream(res.body, endpoint) : await res.text();
+        if (text.length > MAX_RESPONSE_BYTES) throw tooLong(endpoint);
         const parsed = parseJson(text);
         if (res.status >= 200 && res.status < 300) {
-          this.leader = endpoint;
-          this.learn(endpoint);
+          // A learned endpoint leads only once the caller confirmed its answer (review of FS-19, F5).
+          if (!isLearned) this.leader = endpoint;
           return { body: parsed as T, sentAtMono, sentAtWall, endpoint };
         }
-        const err = (parsed ?? {}) as {
-          error?: unknown;
-          message?: unknown;
-          leader?: { httpAddr?: unknown };
-          members?: unknown;
-        };
+        const err = (parsed ?? {}) as { error?: unknown; message?: unknown; leader?: { httpAddr?: unknown } };
         const code = typeof err.error === 'string' ? err.error : `http_${res.status}`;
         const message = typeof err.message === 'string' ? err.message : text.slice(0, 200);
         if (res.status === 307 || res.status === 308) {
-          const addr =
-            typeof err.leader?.httpAddr === 'string'
-              ? err.leader.httpAddr
-              : locationHost(res.headers.get('location'));
-          if (addr !== undefined && redirects < MAX_REDIRECTS_IN_A_ROW) {
+          const named = err.leader?.httpAddr;
+          const target =
+            named !== undefined
+              ? this.redirectTarget(named, endpoint)
+              : this.redirectTarget(locationHostPort(res.headers.get('location')), endpoint);
+          if (target !== undefined && redirects < MAX_REDIRECTS_IN_A_ROW) {
             redirects++;
-            retryAt = normalise(addr, endpoint);
-            this.learn(retryAt);
+            retryAt = target;
           }
-          lastError = new FloeRequestError(res.status, code, message, path);
+          lastError = new FloeRequestError(
+            res.status,
+            code,
+            target === undefined ? `${message} (redirect target refused: not a plain host:port)` : message,
+            path,
+          );
         } else if (
           res.status === 429 ||
           res.status === 504 ||
           (res.status >= 500 && RETRYABLE_CODES.has(code))
         ) {
           retryAfterMs = retryAfter(res.headers.get('retry-after'));
-          if (code === 'not_leader' && Array.isArray(err.members))
-            for (const m of err.members) {
-              const addr = (m as { httpAddr?: unknown } | null)?.httpAddr;
-              if (isHostPort(addr)) this.learn(normalise(addr, endpoint));
-            }
           lastError = new FloeRequestError(res.status, code, message, path);
         } else {
           throw new FloeRequestError(res.status, code, message, path);
@@ -174,37 +258,151 @@ export class HttpTransport {
         lastError = e; // network error or attempt timeout: outcome unknown, safe to repeat
       }
       if (retryAt !== undefined) {
-        this.leader = retryAt; // follow the redirect at once
+        // Follow the redirect at once.
+        if (this.configuredKeys.get(canonical(retryAt)) !== undefined) {
+          this.leader = this.configuredKeys.get(canonical(retryAt));
+        } else {
+          this.learn(retryAt);
+          this.leader = undefined;
+          follow = retryAt;
+        }
         continue;
       }
       redirects = 0;
       this.leader = undefined;
+      if (isLearned) this.failedLearned(endpoint);
       const elapsed = this.o.monotonic() - started;
       if (elapsed >= call.budgetMs) throw new FloeUnavailableError(path, attempts, lastError);
       const wait = Math.min(
         Math.max(backoff * (0.5 + this.o.random()), retryAfterMs),
         call.budgetMs - elapsed,
       );
-      backoff = Math.min(backoff * 2, 1000);
+      // Learned endpoints tried besides may be long gone: their failures do not slow down the others (review F2). A
+      // redirect's target or the leader that fails does, as ever (a redirect to a dead node must not loop fast).
+      if (!extra) backoff = Math.min(backoff * 2, 1000);
       await this.o.sleep(wait);
     }
   }
 
-  /** The configured endpoints, then the learned ones, in turn. */
+  /** The configured endpoints, in turn. */
   private pick(): string {
-    const n = this.endpoints.length + this.learned.length;
-    const i = this.next % n;
+    const i = this.next % this.endpoints.length;
     this.next = i + 1;
-    return (
-      i < this.endpoints.length ? this.endpoints[i] : this.learned[i - this.endpoints.length]
-    ) as string;
+    return this.endpoints[i] as string;
   }
 
-  private learn(endpoint: string): void {
-    if (this.endpoints.includes(endpoint) || this.learned.includes(endpoint)) return;
-    if (this.learned.length >= MAX_LEARNED_ENDPOINTS) this.learned.shift();
-    this.learned.push(endpoint);
+  private pickLearned(): string {
+    const all = [...this.learned.keys()];
+    const i = this.nextLearned % all.length;
+    this.nextLearned = i + 1;
+    return all[i] as string;
   }
+
+  /** A redirect named `endpoint` (canonical, not configured): keep it, or note that it was named again. */
+  private learn(endpoint: string): void {
+    const now = this.o.monotonic();
+    const l = this.learned.get(endpoint);
+    if (l !== undefined) {
+      l.confirmedAt = now;
+      return;
+    }
+    if (this.learned.size >= MAX_LEARNED_ENDPOINTS) {
+      let oldest: string | undefined;
+      let at = Number.POSITIVE_INFINITY;
+      for (const [k, v] of this.learned)
+        if (v.confirmedAt < at) {
+          oldest = k;
+          at = v.confirmedAt;
+        }
+      if (oldest !== undefined) this.forget(oldest);
+    }
+    this.learned.set(endpoint, { failures: 0, confirmedAt: now });
+  }
+
+  private failedLearned(endpoint: string): void {
+    const l = this.learned.get(endpoint);
+    if (l === undefined) return;
+    l.failures++;
+    if (l.failures >= MAX_LEARNED_FAILURES) this.forget(endpoint);
+  }
+
+  private expireLearned(): void {
+    if (this.learned.size === 0) return;
+    const now = this.o.monotonic();
+    for (const [k, v] of this.learned) if (now - v.confirmedAt > LEARNED_ENDPOINT_TTL_MS) this.forget(k);
+  }
+
+  /**
+   * Where a redirect from `from` may send the request: `addr` must be a plain `host:port` (no scheme, path, user or
+   * query; port 1..65535; at most MAX_REDIRECT_ADDR_LENGTH characters), not loopback or unspecified unless a configured
+   * endpoint is. The scheme is always `from`'s own (never https -> http). Canonical `scheme://host` (lower-cased, as
+   * `new URL(...).host` gives it), or undefined when refused.
+   */
+  private redirectTarget(addr: unknown, from: string): string | undefined {
+    if (typeof addr !== 'string' || addr.length > MAX_REDIRECT_ADDR_LENGTH) return undefined;
+    const m = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9._-]+):(\d{1,5})$/.exec(addr);
+    if (m === null) return undefined;
+    const port = Number(m[2]);
+    if (port < 1 || port > 65535) return undefined;
+    const scheme = from.startsWith('https://') ? 'https' : 'http';
+    let u: URL;
+    try {
+      u = new URL(`${scheme}://${addr}`);
+    } catch {
+      return undefined;
+    }
+    if (u.username !== '' || u.password !== '' || u.pathname !== '/' || u.search !== '' || u.hash !== '')
+      return undefined;
+    if (!this.loopbackAllowed && isLoopbackOrUnspecified(u.hostname)) return undefined;
+    return `${scheme}://${u.host}`;
+  }
+}
+
+/** `scheme://host` as `new URL` gives it (lower-cased host, canonical IP literals); the string itself if no URL. */
+function canonical(endpoint: string): string {
+  try {
+    const u = new URL(endpoint);
+    return `${u.protocol}//${u.host}`;
+  } catch {
+    return endpoint;
+  }
+}
+
+/** Loopback or unspecified, as `new URL(...).hostname` writes it (127.1, 0x7f.1 and 0 are already dotted quads). */
+function isLoopbackOrUnspecified(hostname: string): boolean {
+  const h = hostname.toLowerCase().replace(/\.$/, '');
+  if (h === 'localhost' || h.endsWith('.localhost')) return true;
+  if (/^127\./.test(h) || h === '0.0.0.0') return true;
+  if (h === '[::]' || h === '[::1]') return true;
+  // IPv4-mapped IPv6 of 127/8 or 0.0.0.0 (the URL parser writes them in hex).
+  return /^\[::ffff:(7f[0-9a-f]{2}:[0-9a-f]{1,4}|0:0)\]$/.test(h);
+}
+
+function tooLong(endpoint: string): Error {
+  return new Error(
+    `the answer from ${endpoint} exceeds ${MAX_RESPONSE_BYTES} bytes (the SDK's limit on a Floe answer)`,
+  );
+}
+
+/** Reads a streamed answer, refusing one longer than MAX_RESPONSE_BYTES (the attempt then counts as failed). */
+async function readStream(
+  body: { getReader(): ReadableStreamDefaultReader<Uint8Array> },
+  endpoint: string,
+): Promise<string> {
+  const reader = body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > MAX_RESPONSE_BYTES) {
+      await reader.cancel().catch(() => {});
+      throw tooLong(endpoint);
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks).toString('utf8');
 }
 
 function isRetryable(e: FloeRequestError): boolean {
@@ -217,22 +415,21 @@ function retryAfter(header: string | null): number {
   return Math.min(Number(header.trim()) * 1000, MAX_RETRY_AFTER_MS);
 }
 
-/** A bare `host:port` gets the scheme of `like` (a leader named by an https endpoint is https too), else http. */
-function normalise(endpoint: string, like?: string): string {
+/** A configured endpoint: a bare `host:port` gets http. */
+function normalise(endpoint: string): string {
   const e = endpoint.trim().replace(/\/+$/, '');
   if (/^https?:\/\//.test(e)) return e;
-  return `${like?.startsWith('https://') ? 'https' : 'http'}://${e}`;
+  return `http://${e}`;
 }
 
-/** A member's address as a node publishes it: `host:port` (a name or an IPv4/IPv6 literal), nothing else. */
-function isHostPort(v: unknown): v is string {
-  return typeof v === 'string' && v.length <= 300 && /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9._-]+):\d{1,5}$/.test(v);
-}
-
-function locationHost(location: string | null): string | undefined {
+/** The `host:port` of a redirect's Location (its default port made explicit), if it names no user. */
+function locationHostPort(location: string | null): string | undefined {
   if (!location) return undefined;
   try {
-    return new URL(location).host;
+    const u = new URL(location);
+    if (u.username !== '' || u.password !== '') return undefined;
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') return undefined;
+    return u.port === '' ? `${u.hostname}:${u.protocol === 'https:' ? 443 : 80}` : u.host;
   } catch {
     return undefined;
   }

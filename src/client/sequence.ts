@@ -2,6 +2,7 @@ import { SegmentBuffer, type SegmentBufferStats } from '../id/segment-buffer.js'
 import type { MonotonicClock } from './clocks.js';
 import { ReplyMismatchError } from './errors.js';
 import type { HttpTransport } from './http-transport.js';
+import { vouch } from './worker-lease.js';
 
 export interface SequenceOptions {
   /** Values fetched per segment at first. Default 1,000. */
@@ -54,21 +55,32 @@ export class FloeSequence {
           { budgetMs },
         );
         const b = r.body;
-        if (b.key !== key) throw new ReplyMismatchError(path, 'key', key, b.key);
-        if (
-          typeof b.start !== 'string' ||
-          typeof b.end !== 'string' ||
-          !/^\d+$/.test(b.start) ||
-          !/^\d+$/.test(b.end)
-        )
-          throw new ReplyMismatchError(path, 'start/end', 'decimal strings', `${b.start}/${b.end}`);
-        const start = BigInt(b.start);
-        const end = BigInt(b.end);
-        if (end - start !== BigInt(count))
-          throw new ReplyMismatchError(path, 'end - start', count, String(end - start));
-        return { start, end };
+        // Another key's reply answered another request: the transport forgets that endpoint (vouch).
+        return vouch(this.transport, r.endpoint, () => this.segment(path, key, count, b), ['key']);
       },
     });
+  }
+
+  /** The alloc reply as a segment of `count` values of `key`, else ReplyMismatchError. */
+  private segment(
+    path: string,
+    key: string,
+    count: number,
+    b: { key?: unknown; start?: unknown; end?: unknown },
+  ): { start: bigint; end: bigint } {
+    if (b.key !== key) throw new ReplyMismatchError(path, 'key', key, b.key);
+    if (
+      typeof b.start !== 'string' ||
+      typeof b.end !== 'string' ||
+      !/^\d+$/.test(b.start) ||
+      !/^\d+$/.test(b.end)
+    )
+      throw new ReplyMismatchError(path, 'start/end', 'decimal strings', `${b.start}/${b.end}`);
+    const start = BigInt(b.start);
+    const end = BigInt(b.end);
+    if (end - start !== BigInt(count))
+      throw new ReplyMismatchError(path, 'end - start', count, String(end - start));
+    return { start, end };
   }
 
   /** The next value. */

@@ -356,7 +356,7 @@ export class WorkerLease extends EventEmitter {
             throw releaseMarkFailed(this.tuning.cachePath, this.workerId, e);
           }
         }
-        let r: { body: unknown };
+        let r: { body: unknown; endpoint: string };
         try {
           r = await this.ctx.transport.post<unknown>(
             path,
@@ -376,7 +376,9 @@ export class WorkerLease extends EventEmitter {
           }
           throw e;
         }
-        const b = checkReply(path, r.body, 'release', { app: this.app, workerId: this.workerId });
+        const b = vouch(this.ctx.transport, r.endpoint, () =>
+          checkReply(path, r.body, 'release', { app: this.app, workerId: this.workerId }),
+        );
         const ev = {
           highWaterMs: num(path, b, 'highWaterMs'),
           lastTimestampMs: last,
@@ -446,12 +448,14 @@ export class WorkerLease extends EventEmitter {
       );
       if (this.lostReason !== undefined) return;
       // A reply for another worker, token or TTL is never used: the deadline does not move.
-      const b = checkReply(path, r.body, 'renew', {
-        app: this.app,
-        workerId: this.workerId,
-        token: this.token,
-        ttlMs: this.ttlMs,
-      });
+      const b = vouch(this.ctx.transport, r.endpoint, () =>
+        checkReply(path, r.body, 'renew', {
+          app: this.app,
+          workerId: this.workerId,
+          token: this.token,
+          ttlMs: this.ttlMs,
+        }),
+      );
       const bound = num(path, b, 'boundMs');
       if (bound > this.committedBoundMs) this.committedBoundMs = bound;
       this.acknowledged(r.sentAtMono, r.sentAtWall);
@@ -666,6 +670,32 @@ export function checkReply(
     if (b[k] !== v) throw new ReplyMismatchError(path, k, v, b[k]);
   }
   return b;
+}
+
+/** A mismatch in one of these fields means the reply answered another request (not a node's fault in ours). */
+export const REQUEST_FIELDS: readonly string[] = ['op', 'app', 'nodeId', 'requestId', 'incarnation'];
+
+/**
+ * Runs the reply `check` of an answer `endpoint` gave: when it passes, the transport may keep the endpoint (a learned
+ * one becomes the leader); when the reply answered another request (REQUEST_FIELDS, or `also`), the transport forgets
+ * the endpoint (no longer the leader, nor learned: review of FS-19, F5).
+ */
+export function vouch<T>(
+  transport: Pick<HttpTransport, 'confirm' | 'forget'>,
+  endpoint: string,
+  check: () => T,
+  also: readonly string[] = [],
+): T {
+  let v: T;
+  try {
+    v = check();
+  } catch (e) {
+    if (e instanceof ReplyMismatchError && (REQUEST_FIELDS.includes(e.field) || also.includes(e.field)))
+      transport.forget(endpoint);
+    throw e;
+  }
+  transport.confirm(endpoint);
+  return v;
 }
 
 /** A finite number >= 0 from the reply, else ReplyMismatchError. */

@@ -24,7 +24,8 @@ export interface ErrorBody {
   leader?: { id: number; httpAddr?: string };
   /**
    * `not_leader` with no leader to redirect to only: the members this node knows an HTTP address of (itself left out),
-   * so a client whose configured endpoints were all replaced can still find the cluster (finding FS-19).
+   * for operators (finding FS-19). The SDK does not follow it: a process started with another cluster's members would
+   * list those (review of FS-19).
    */
   members?: { id: number; httpAddr: string }[];
 }

@@ -56,7 +56,7 @@ export const errorSchema = {
     members: {
       type: 'array',
       description:
-        'not_leader without a leader to redirect to (503) only: the members this node knows an HTTP address of',
+        'not_leader without a leader to redirect to (503) only: the members this node knows an HTTP address of (for operators; the SDK does not follow it)',
       items: {
         type: 'object',
         properties: { id: { type: 'integer' }, httpAddr: { type: 'string' } },

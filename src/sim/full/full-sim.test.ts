@@ -109,7 +109,7 @@ describe('full-stack simulation', () => {
   // Swarm seed 1015218 failed liveness on d7ac67b (FS-19): every member three SDK clients were configured with had
   // been replaced, and the balancer in front of the cluster landed mostly on processes started to join and never
   // added (their `addMember` was dropped during a leadership transfer), answering 503 not_leader with nothing else.
-  // Fixed in production: such an answer lists the members the node knows, and the SDK learns endpoints from answers.
+  // Fixed in production: the SDK learns the leader from redirects (the members such an answer lists are for operators).
   it('a client whose configured members were all replaced finds the leader behind a balancer of non-members (1015218)', {
     timeout: 120_000,
   }, async () => {
