@@ -36,16 +36,49 @@ export class SnapshotCorruptionError extends StorageError {
   }
 }
 
-/** Another live process (or this one) holds the data directory's lock file. */
+/**
+ * Another live process (or this one, through another open) holds the data directory's lock.
+ * `pid` (and `holder`) are what the holder recorded in LOCK: informational, the kernel lock decides.
+ */
 export class StorageLockedError extends StorageError {
   constructor(
     readonly lockFile: string,
     readonly pid: number,
+    /** How the holder describes itself (host, start time), if it recorded it. */
+    readonly holder = '',
+    /** 'kernel': an open file holds the kernel lock; 'pid-file': the PID rule (opted in where there is no kernel lock). */
+    readonly by: 'kernel' | 'pid-file' = 'kernel',
   ) {
+    const who =
+      pid > 0 ? `live process ${pid}${holder}` : 'a live process (it has not written its record yet)';
+    const self = pid === process.pid ? ' (this process: already open)' : '';
     super(
       'ERR_STORAGE_LOCKED',
-      `data dir is locked by live process ${pid}${pid === process.pid ? ' (this process: already open)' : ''}: ${lockFile}; ` +
-        'stop that process first (a lock left by a dead process is taken over automatically)',
+      `data dir is locked by ${who}${self}: ${lockFile}; ` +
+        (by === 'kernel'
+          ? 'stop that process first (its lock goes away by itself when it exits or is killed; never delete LOCK)'
+          : 'stop that process first (a lock left by a dead process is taken over automatically)'),
+    );
+  }
+}
+
+/**
+ * The data directory cannot be locked: this platform or file system has no kernel file lock (or the
+ * native module that takes it does not load). Refused by default: without the lock two processes
+ * could use one directory. The PID rule is an explicit opt-in (`unsupportedLock: 'pid-file'`).
+ */
+export class StorageLockUnsupportedError extends StorageError {
+  constructor(
+    readonly lockFile: string,
+    options?: { cause?: unknown },
+  ) {
+    const why = options?.cause instanceof Error ? options.cause.message : String(options?.cause);
+    super(
+      'ERR_STORAGE_LOCK_UNSUPPORTED',
+      `cannot lock ${lockFile}: this platform or file system has no kernel file lock (${why}); ` +
+        'refusing to open the data dir unlocked. Put it on a local file system (ext4, XFS, APFS, NTFS), or opt in to ' +
+        "the weaker PID rule (`floe serve --storage-lock pid-file`; DurableStorage and the audit spill: unsupportedLock: 'pid-file')",
+      options,
     );
   }
 }

@@ -21,6 +21,7 @@ interface ServeFlags {
   snapshotEvery?: string;
   snapshotTrailing?: string;
   seqAutoCreate?: boolean;
+  storageLock?: string;
   auditClickhouse?: string;
   auditUser?: string;
   auditPassword?: string;
@@ -80,6 +81,10 @@ export function serveCommand(io: CliIO): Command {
     .option(
       '--seq-auto-create',
       'INCR on a missing sequence creates it (start 1, step 1000, strict); off by default',
+    )
+    .option(
+      '--storage-lock <mode>',
+      'kernel (default: refuse to start where the data dir cannot be kernel-locked) or pid-file (opt in to the PID rule there)',
     )
     .option(
       '--audit-clickhouse <url>',

@@ -1,0 +1,14 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, resolveServeConfig } from './config.js';
+
+describe('floe serve --storage-lock', () => {
+  it('kernel lock by default (refuse where unsupported); pid-file only when asked; anything else is an error', () => {
+    expect(resolveServeConfig({}, {}).storageLock).toBeUndefined();
+    expect(resolveServeConfig({ storageLock: 'kernel' } as never, {}).storageLock).toBeUndefined();
+    expect(resolveServeConfig({ storageLock: 'pid-file' } as never, {}).storageLock).toBe('pid-file');
+    expect(() => resolveServeConfig({ storageLock: 'none' } as never, {})).toThrow(ConfigError);
+    expect(() => resolveServeConfig({ storageLock: 'none' } as never, {})).toThrow(
+      'storageLock must be kernel or pid-file (got "none")',
+    );
+  });
+});
