@@ -160,14 +160,16 @@ export class LockFile {
     );
   }
 
-  /** Releases the lock: marks the record closed and closes the file (LOCK stays). Idempotent. */
+  /** Releases the lock: marks the record closed (fdatasynced) and closes the file (LOCK stays). Idempotent. */
   async release(): Promise<void> {
     if (this.released) return;
     this.released = true;
     if (this.locked === undefined) return this.releasePidFile();
     try {
+      // fdatasynced: after a power loss the next open does not take this for a holder that died.
       await this.locked.truncate(0);
       await writeAll(this.locked, [Buffer.from(recordText(this.owner, true))], 0);
+      await this.locked.datasync();
     } finally {
       await this.locked.close();
     }

@@ -260,17 +260,19 @@ describe('each issue-9 switch puts the old behaviour back (unit level)', () => {
 describe('the full-stack simulator and the issue-9 switches', () => {
   // 7b needs a client value holding a checksummed frame (`kvFrameValues`: ASCII-only frames that msgpack keeps
   // verbatim) and a power loss tearing that record after the frame (`nodePowerLossMidWrite`). Found in disk seeds 2,
-  // 18, 22, 44, 52 of 1-100; the same seeds pass without the switch (the torn tail is cut).
+  // 18, 22, 44, 52 of 1-100; the same seeds pass without the switch (the torn tail is cut). Seed 10 since the data
+  // directory's LOCK became a kernel lock with an fdatasynced record (a power loss draws differently for LOCK's
+  // unsynced writes, so seed 2's run changed after its first power loss).
   it('7b: a torn record holding a frame-shaped value is refused with the switch, cut without it', {
     timeout: 120_000,
   }, async () => {
-    // halfOpen off: the run recorded here predates half-open connections at a power loss (seed 2 draws them).
-    const fixed = await runFullSim({ seed: 2, profile: 'disk', halfOpen: false });
+    // halfOpen off: the run recorded here predates half-open connections at a power loss.
+    const fixed = await runFullSim({ seed: 10, profile: 'disk', halfOpen: false });
     expect(fixed.config.kvFrameValues).toBe(true);
     expect(fixed.config.weights.nodePowerLossMidWrite).toBeGreaterThan(0);
     expect(fixed.failure).toBeUndefined();
     const refused = await runFullSim({
-      seed: 2,
+      seed: 10,
       profile: 'disk',
       halfOpen: false,
       bugs: ['wal-torn-frame-shaped-refused'],
