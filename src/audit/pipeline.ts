@@ -46,6 +46,8 @@ export interface AuditPipelineOptions {
   spillDir: string;
   /** Where the spill directory cannot be kernel-locked: refuse (default) or the PID rule (see SpillOptions). */
   unsupportedLock?: UnsupportedLockPolicy;
+  /** Take an old-format (bare-PID) LOCK in the spill directory instead of refusing it (see SpillOptions). */
+  takeLegacyLock?: boolean;
   /** Memory bound of the channel, in events. Default 100,000. */
   maxQueued?: number;
   /** Rows per INSERT (and per spill frame). Default 10,000. */
@@ -128,6 +130,7 @@ export async function createAuditPipeline(o: AuditPipelineOptions): Promise<Audi
     maxBytes: o.spillMaxBytes,
     fileBytes: o.spillFileBytes,
     unsupportedLock: o.unsupportedLock,
+    takeLegacyLock: o.takeLegacyLock,
     onWarning: (m) => log.warn({ spillDir: o.spillDir }, m),
   });
   await spill.open();

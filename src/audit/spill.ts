@@ -44,6 +44,11 @@ export interface SpillOptions {
    * the PID rule.
    */
   unsupportedLock?: UnsupportedLockPolicy;
+  /**
+   * Take an old-format LOCK (a bare PID: an older Floe version or the PID rule) instead of refusing it; only once
+   * every such process was stopped (docs/storage.md, "The lock"). Default false.
+   */
+  takeLegacyLock?: boolean;
   /** Lock warnings (the PID rule in use). */
   onWarning?: (message: string) => void;
 }
@@ -70,14 +75,18 @@ export class SpillStore {
   private pendingWrites = 0;
   private readonly fdsToClose: number[] = [];
   private lock: LockFile | undefined;
-  private readonly lockOptions: Pick<SpillOptions, 'unsupportedLock' | 'onWarning'>;
+  private readonly lockOptions: Pick<SpillOptions, 'unsupportedLock' | 'takeLegacyLock' | 'onWarning'>;
 
   constructor(o: SpillOptions) {
     this.dir = o.dir;
     this.maxBytes = o.maxBytes ?? 1024 * 1024 * 1024;
     this.fileBytes = o.fileBytes ?? 16 * 1024 * 1024;
     this.syncDelayMs = o.syncDelayMs ?? 50;
-    this.lockOptions = { unsupportedLock: o.unsupportedLock, onWarning: o.onWarning };
+    this.lockOptions = {
+      unsupportedLock: o.unsupportedLock,
+      takeLegacyLock: o.takeLegacyLock,
+      onWarning: o.onWarning,
+    };
     if (!(this.maxBytes > 0)) throw new Error(`spill maxBytes must be > 0, got ${o.maxBytes}`);
     if (!(this.fileBytes > 0)) throw new Error(`spill fileBytes must be > 0, got ${o.fileBytes}`);
   }

@@ -45,6 +45,11 @@ export interface ServeConfig {
    * to start; 'pid-file' opts in to the weaker PID rule (docs/storage.md, "The lock").
    */
   storageLock?: 'pid-file';
+  /**
+   * Take a LOCK in the old format (a bare PID: an older Floe version, or --storage-lock pid-file) once, for the
+   * upgrade after every such process was stopped; default false: such a LOCK refuses the start.
+   */
+  takeLegacyLock?: boolean;
   logLevel: string;
   /**
    * The audit trail (docs/audit.md): ClickHouse to write to, or undefined for the embedded default (CRC-framed files
@@ -195,6 +200,7 @@ export function resolveServeConfig(
     snapshotTrailing: num('snapshotTrailing', DEFAULTS.snapshotTrailing, 0),
     seqAutoCreate: bool('seqAutoCreate', pick('seqAutoCreate')),
     ...storageLockConfig(pick('storageLock')),
+    ...(bool('takeLegacyLock', pick('takeLegacyLock')) ? { takeLegacyLock: true } : {}),
     logLevel: String(pick('logLevel') ?? env.FLOE_LOG_LEVEL ?? DEFAULTS.logLevel),
     audit: auditConfig(
       (k) =>

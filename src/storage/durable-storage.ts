@@ -63,6 +63,12 @@ export interface DurableStorageOptions {
    * or 'pid-file' (the weaker PID rule, with a warning; see docs/storage.md, "The lock").
    */
   unsupportedLock?: UnsupportedLockPolicy;
+  /**
+   * Take a LOCK in the old format (a bare PID, written by a Floe version that locked by PID only or by the PID
+   * rule) instead of refusing it (StorageLegacyLockError). Only for the one start after every such process using
+   * this directory was stopped (an upgrade). Default false.
+   */
+  takeLegacyLock?: boolean;
 }
 
 export const DEFAULT_TRAILING_ENTRIES = 5000;
@@ -129,6 +135,7 @@ export class DurableStorage implements NodeStorage {
     this.pendingSnapIndex = mem.snapshot().metadata.index;
     this.rewriteFloor = Math.max(walFloor, this.pendingSnapIndex);
     this.recentMarkers = recentMarkers;
+    wal.guardNewFiles(() => this.lock.verify());
   }
 
   /**
@@ -136,7 +143,7 @@ export class DurableStorage implements NodeStorage {
    * torn tail), loads the newest snapshot the WAL vouches for, and rebuilds the in-memory log.
    * Throws StorageLockedError, StorageConfigError, WalCorruptionError or SnapshotCorruptionError.
    */
-  static async open(dir: string, options: DurableStorageOptions = {}): Promise<DurableStorage> {
+  static async open(dataDir: string, options: DurableStorageOptions = {}): Promise<DurableStorage> {
     const trailing = options.trailingEntries ?? DEFAULT_TRAILING_ENTRIES;
     const keep = options.keepSnapshots ?? DEFAULT_KEEP_SNAPSHOTS;
     checkInt('trailingEntries', trailing, 0, 100_000_000);
@@ -154,6 +161,8 @@ export class DurableStorage implements NodeStorage {
     };
 
     const fs = options.fs ?? nodeFs;
+    // Absolute: every later file (WAL segment, snapshot) is created by path, and a caller may chdir.
+    const dir = path.resolve(dataDir);
     try {
       await ensureDir(fs, dir);
     } catch (err) {
@@ -162,6 +171,7 @@ export class DurableStorage implements NodeStorage {
     }
     const lock = await LockFile.acquire(dir, fs, options.lockOwner ?? processLockOwner, {
       unsupportedLock: options.unsupportedLock,
+      takeLegacyLock: options.takeLegacyLock === true,
       onWarning: warn,
     });
     if (lock.tookOverFrom !== undefined)
@@ -358,6 +368,23 @@ export class DurableStorage implements NodeStorage {
     return this.wal.segmentNames();
   }
 
+  /**
+   * The lock watchdog (also run before every new WAL segment and snapshot file): checks that LOCK still names
+   * the file this storage locked. When it does not (LOCK deleted or replaced, the data dir moved or copied while
+   * open), another process may open the directory: the storage fail-stops as after a failed fsync (every
+   * later save is refused with StorageFailedError) and this rejects with that error. Call it periodically
+   * (the node runtime does, from its tick).
+   */
+  async checkLock(): Promise<void> {
+    if (this.closed) return;
+    try {
+      await this.lock.verify();
+    } catch (err) {
+      if (this.closed) return;
+      throw this.wal.failStop(err);
+    }
+  }
+
   /** Waits for queued saves, closes files and releases the lock. Idempotent. */
   async close(): Promise<void> {
     if (this.closed) return;
@@ -398,6 +425,8 @@ export class DurableStorage implements NodeStorage {
   }
 
   private async writeSnapshotFile(snap: Snapshot): Promise<void> {
+    // Runs in the WAL's writer loop: a lost lock fails the WAL there (fail-stop), before the file exists.
+    await this.lock.verify();
     await this.snaps.save(snap);
     this.snapshotsWritten++;
   }

@@ -46,7 +46,6 @@ export const LOCK_UNSUPPORTED_CODES: ReadonlySet<string> = new Set([
   'ENOTSUP',
   'EOPNOTSUPP',
   'ENOSYS',
-  'ENOLCK',
   'EINVAL', // a kernel older than 3.15 does not know F_OFD_SETLK
 ]);
 
@@ -66,7 +65,8 @@ export interface StorageFs {
   /** fsync of a directory: creations, renames and removals of names in it become durable. */
   syncDir(dir: string): Promise<void>;
   /**
-   * Opens `file` for reading and writing (creating it if absent, never truncating it) and takes an
+   * Opens the existing `file` for reading and writing (ENOENT if absent; never truncating it; not through a
+   * symbolic link: ELOOP if `file` is one) and takes an
    * exclusive lock on the whole file through that open file, without waiting: 'held' if another open
    * file has it, in this process or in another. The kernel releases it when the returned file is
    * closed or its process dies. Throws with a code in LOCK_UNSUPPORTED_CODES where there is no such lock.
@@ -98,10 +98,8 @@ function nativeLock(): NativeLock {
   }
   if (native instanceof Error) {
     throw Object.assign(
-      new Error(`ENOTSUP: no file lock on this platform (fs-native-extensions: ${native.message})`, {
-        cause: native,
-      }),
-      { code: 'ENOTSUP' },
+      new Error(`fs-native-extensions failed to load: ${native.message}`, { cause: native }),
+      { code: 'ENOTSUP', moduleLoadFailed: true },
     );
   }
   return native;
@@ -143,8 +141,9 @@ export const nodeFs: StorageFs = {
   },
   async lockFile(file) {
     const lock = nativeLock();
-    // O_RDWR | O_CREAT, no O_TRUNC: the holder's record stays readable until we hold the lock.
-    const fh = await fsp.open(file, constants.O_RDWR | constants.O_CREAT, 0o644);
+    // O_RDWR, no O_CREAT (the caller creates LOCK already filled), no O_TRUNC (the holder's record stays
+    // readable until we hold the lock), O_NOFOLLOW (a symbolic link named LOCK is refused: ELOOP).
+    const fh = await fsp.open(file, constants.O_RDWR | (constants.O_NOFOLLOW ?? 0));
     let ok: boolean;
     try {
       ok = lock.tryLock(fh.fd);

@@ -250,12 +250,9 @@ export class MemoryFs implements StorageFs {
     const code = this.disk.faults.lockError?.(path.resolve(file));
     if (code) throw fsError(code, 'fcntl', file);
     const { parent, name } = this.parentOf(file, 'open');
-    let f = parent.entries.get(name);
+    const f = parent.entries.get(name);
     if (f?.kind === 'dir') throw fsError('EISDIR', 'open', file);
-    if (!f) {
-      f = new FileNode(path.resolve(file));
-      parent.entries.set(name, f);
-    }
+    if (!f) throw fsError('ENOENT', 'open', file);
     const h = f.holder;
     if (h && !h.closed && h.view.alive) return 'held';
     const holder: Holder = { view: this, closed: false };

@@ -22,6 +22,7 @@ interface ServeFlags {
   snapshotTrailing?: string;
   seqAutoCreate?: boolean;
   storageLock?: string;
+  takeLegacyLock?: boolean;
   auditClickhouse?: string;
   auditUser?: string;
   auditPassword?: string;
@@ -85,6 +86,10 @@ export function serveCommand(io: CliIO): Command {
     .option(
       '--storage-lock <mode>',
       'kernel (default: refuse to start where the data dir cannot be kernel-locked) or pid-file (opt in to the PID rule there)',
+    )
+    .option(
+      '--take-legacy-lock',
+      'take a LOCK left by an older Floe version (or --storage-lock pid-file) for this one start: only after stopping every such process',
     )
     .option(
       '--audit-clickhouse <url>',
