@@ -11,4 +11,12 @@ describe('floe serve --storage-lock', () => {
       'storageLock must be kernel or pid-file (got "none")',
     );
   });
+
+  it('--take-legacy-lock: off by default, on only when asked (lock review F1)', () => {
+    expect(resolveServeConfig({}, {}).takeLegacyLock).toBeUndefined();
+    expect(resolveServeConfig({ takeLegacyLock: true } as never, {}).takeLegacyLock).toBe(true);
+    expect(() => resolveServeConfig({ takeLegacyLock: 'yes' } as never, {})).toThrow(
+      'takeLegacyLock must be true or false (got "yes")',
+    );
+  });
 });
