@@ -417,7 +417,8 @@ async function createFilled(fs: StorageFs, dir: string, file: string, text: stri
       await fs.link(tmp, file);
       return true;
     } catch (err) {
-      if (errCode(err) !== 'EEXIST') throw err;
+      // EEXIST: another process created LOCK first; ENOENT: our temp file was removed meanwhile. Lock again.
+      if (errCode(err) !== 'EEXIST' && errCode(err) !== 'ENOENT') throw err;
       return false;
     }
   } catch (err) {
