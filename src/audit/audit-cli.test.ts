@@ -51,6 +51,21 @@ describe('floe audit (usage errors, no server needed)', () => {
     expect(d.code).toBe(2);
     expect(d.stderr).toMatch(/--dir \/nonexistent-floe-audit is not a directory/);
   });
+
+  it('replay takes --storage-lock kernel|pid-file like floe serve (lock review: the flag was missing)', async () => {
+    const e = await run(
+      'audit',
+      'replay',
+      '--dir',
+      '/tmp',
+      '--to',
+      'http://127.0.0.1:1',
+      '--storage-lock',
+      'none',
+    );
+    expect(e.code).toBe(2);
+    expect(e.stderr).toMatch(/--storage-lock must be kernel or pid-file \(got "none"\)/);
+  });
 });
 
 const have = clickhouseServerAvailable();

@@ -18,6 +18,7 @@
  */
 import { EventEmitter } from 'node:events';
 import type { Registry } from 'prom-client';
+import type { UnsupportedLockPolicy } from '../storage/lock-file.js';
 import { AuditChannel } from './channel.js';
 import { type ClickHouseAuditOptions, ClickHouseAuditSink } from './clickhouse-sink.js';
 import { type AuditEvent, auditEventToRow, pluginRecordToEvent } from './events.js';
@@ -43,6 +44,10 @@ export interface AuditPipelineOptions {
   clickhouse?: ClickHouseAuditOptions;
   /** Spill directory (with ClickHouse) or the embedded files' directory (without). */
   spillDir: string;
+  /** Where the spill directory cannot be kernel-locked: refuse (default) or the PID rule (see SpillOptions). */
+  unsupportedLock?: UnsupportedLockPolicy;
+  /** Take an old-format (bare-PID) LOCK in the spill directory instead of refusing it (see SpillOptions). */
+  takeLegacyLock?: boolean;
   /** Memory bound of the channel, in events. Default 100,000. */
   maxQueued?: number;
   /** Rows per INSERT (and per spill frame). Default 10,000. */
@@ -120,7 +125,14 @@ export async function createAuditPipeline(o: AuditPipelineOptions): Promise<Audi
   const maxRetryMs = o.maxRetryMs ?? 5000;
   const log = o.logger ?? stderrAuditLogger;
   const events = new EventEmitter();
-  const spill = new SpillStore({ dir: o.spillDir, maxBytes: o.spillMaxBytes, fileBytes: o.spillFileBytes });
+  const spill = new SpillStore({
+    dir: o.spillDir,
+    maxBytes: o.spillMaxBytes,
+    fileBytes: o.spillFileBytes,
+    unsupportedLock: o.unsupportedLock,
+    takeLegacyLock: o.takeLegacyLock,
+    onWarning: (m) => log.warn({ spillDir: o.spillDir }, m),
+  });
   await spill.open();
   const ch = o.clickhouse ? new ClickHouseAuditSink(o.clickhouse) : undefined;
 

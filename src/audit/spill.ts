@@ -25,7 +25,8 @@ import {
 } from 'node:fs';
 import { mkdir, readFile, rename, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
-import { LockFile } from '../storage/lock-file.js';
+import { nodeFs } from '../storage/file-system.js';
+import { LockFile, processLockOwner, type UnsupportedLockPolicy } from '../storage/lock-file.js';
 import { decodeFrames, encodeFrame, type SpillCorruption, type SpillFrame } from './spill-format.js';
 
 const FILE_RE = /^audit-(\d{12})\.spill$/;
@@ -38,6 +39,18 @@ export interface SpillOptions {
   fileBytes?: number;
   /** Overflow writes are fsynced at most this long after they were written (ms). Default 50. */
   syncDelayMs?: number;
+  /**
+   * Where the directory cannot be kernel-locked (docs/storage.md, "The lock"): 'refuse' (default) or 'pid-file',
+   * the PID rule.
+   */
+  unsupportedLock?: UnsupportedLockPolicy;
+  /**
+   * Take an old-format LOCK (a bare PID: an older Floe version or the PID rule) instead of refusing it; only once
+   * every such process was stopped (docs/storage.md, "The lock"). Default false.
+   */
+  takeLegacyLock?: boolean;
+  /** Lock warnings (the PID rule in use). */
+  onWarning?: (message: string) => void;
 }
 
 export interface SpillFileContent {
@@ -62,23 +75,30 @@ export class SpillStore {
   private pendingWrites = 0;
   private readonly fdsToClose: number[] = [];
   private lock: LockFile | undefined;
+  private readonly lockOptions: Pick<SpillOptions, 'unsupportedLock' | 'takeLegacyLock' | 'onWarning'>;
 
   constructor(o: SpillOptions) {
     this.dir = o.dir;
     this.maxBytes = o.maxBytes ?? 1024 * 1024 * 1024;
     this.fileBytes = o.fileBytes ?? 16 * 1024 * 1024;
     this.syncDelayMs = o.syncDelayMs ?? 50;
+    this.lockOptions = {
+      unsupportedLock: o.unsupportedLock,
+      takeLegacyLock: o.takeLegacyLock,
+      onWarning: o.onWarning,
+    };
     if (!(this.maxBytes > 0)) throw new Error(`spill maxBytes must be > 0, got ${o.maxBytes}`);
     if (!(this.fileBytes > 0)) throw new Error(`spill fileBytes must be > 0, got ${o.fileBytes}`);
   }
 
   /**
-   * Create the directory if needed, take its PID lock (a second pipeline or `floe audit replay` on the
-   * same directory is refused, naming the live PID), and take stock of the files already there.
+   * Create the directory if needed, take its lock (the data directory's kernel lock on `<dir>/LOCK`: a second
+   * pipeline or `floe audit replay` on the same directory is refused, naming the holder's PID), and take stock of
+   * the files already there.
    */
   async open(): Promise<void> {
     await mkdir(this.dir, { recursive: true });
-    this.lock = await LockFile.acquire(this.dir);
+    this.lock = await LockFile.acquire(this.dir, nodeFs, processLockOwner, this.lockOptions);
     const names = readdirSync(this.dir)
       .filter((n) => FILE_RE.test(n))
       .sort();

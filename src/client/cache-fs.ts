@@ -181,7 +181,8 @@ export const nodeCacheHost: CacheHost = {
   })(),
   startTicks(pid) {
     try {
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      // Our own through /proc/self: `process.pid` names another process where /proc belongs to another PID namespace.
+      const stat = readFileSync(pid === process.pid ? '/proc/self/stat' : `/proc/${pid}/stat`, 'utf8');
       // Fields after the command name (which may contain spaces) start at field 3; start time is field 22.
       return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? null;
     } catch {

@@ -76,6 +76,15 @@ describe('CacheLock', () => {
     }
   });
 
+  it('takes over a lock naming this very PID with another start time: a container restarted as PID 1', async () => {
+    const path = cache();
+    const own = lockRecordFor(process.pid, BOOT, 3000);
+    writeFileSync(lockPathOf(path), JSON.stringify({ ...own, startTicks: '1' }));
+    const a = await CacheLock.acquire(path, opts());
+    expect(a.tookOverFrom).toBe(process.pid);
+    a.release();
+  });
+
   it('counts a holder it cannot check (another PID namespace or host) as alive until its heartbeat is stale', async () => {
     const path = cache();
     const rec = { ...lockRecordFor(deadPid(), BOOT, 3000), pidNs: 'pid:[1]', host: 'elsewhere' };

@@ -1,7 +1,7 @@
 /**
  * An exclusive lock on a lease cache file (`<cachePath>.lock`), held by one process for as long as it uses the cached
- * lease. Node has no flock(2) and no maintained npm package with prebuilt binaries offers one here, so this is a PID
- * lock file (see docs/client.md, "The cache lock"):
+ * lease. Node has no flock(2), and the SDK (embedded in users' apps) takes no native module for one (the server's
+ * data directory does: src/storage/lock-file.ts), so this is a PID lock file (see docs/client.md, "The cache lock"):
  *
  * - **Taking it** is atomic with its content: the record is written to a private temporary file, fsynced, then
  *   hard-linked to the lock path (`link` fails if the lock exists, like O_EXCL), and the directory is fsynced.
@@ -234,7 +234,15 @@ function liveness(
     h.pidNs !== null &&
     h.pidNs === pidNs;
   if (verifiable) {
-    if (h.pid === host.pid) return { alive: true, why: 'this process holds it for another lease' };
+    if (h.pid === host.pid) {
+      // Our PID with another start time: a process before us had this PID (a container restarted as PID 1, its new
+      // PID namespace given the freed namespace's number). No two live processes share a PID in one namespace: gone.
+      const own = host.startTicks(host.pid);
+      if (h.startTicks !== null && own !== null && own !== h.startTicks) {
+        return { alive: false, why: 'an earlier process with this PID (a restarted container)' };
+      }
+      return { alive: true, why: 'this process holds it for another lease' };
+    }
     if (!host.alive(h.pid)) return { alive: false, why: 'dead' };
     const start = host.startTicks(h.pid);
     if (h.startTicks !== null && start !== null && start !== h.startTicks) {

@@ -40,6 +40,16 @@ export interface ServeConfig {
    * when true. Off by default: a typo in a key must not silently start a new sequence.
    */
   seqAutoCreate: boolean;
+  /**
+   * Where this platform or file system has no kernel file lock for the data directory: undefined (default) refuses
+   * to start; 'pid-file' opts in to the weaker PID rule (docs/storage.md, "The lock").
+   */
+  storageLock?: 'pid-file';
+  /**
+   * Take a LOCK in the old format (a bare PID: an older Floe version, or --storage-lock pid-file) once, for the
+   * upgrade after every such process was stopped; default false: such a LOCK refuses the start.
+   */
+  takeLegacyLock?: boolean;
   logLevel: string;
   /**
    * The audit trail (docs/audit.md): ClickHouse to write to, or undefined for the embedded default (CRC-framed files
@@ -189,6 +199,8 @@ export function resolveServeConfig(
     snapshotEvery: num('snapshotEvery', DEFAULTS.snapshotEvery, 10),
     snapshotTrailing: num('snapshotTrailing', DEFAULTS.snapshotTrailing, 0),
     seqAutoCreate: bool('seqAutoCreate', pick('seqAutoCreate')),
+    ...storageLockConfig(pick('storageLock')),
+    ...(bool('takeLegacyLock', pick('takeLegacyLock')) ? { takeLegacyLock: true } : {}),
     logLevel: String(pick('logLevel') ?? env.FLOE_LOG_LEVEL ?? DEFAULTS.logLevel),
     audit: auditConfig(
       (k) =>
@@ -205,6 +217,12 @@ export function resolveServeConfig(
 }
 
 /** `--store raft|etcd`, `--etcd-endpoints http://a:2379,...`, `--etcd-prefix /floe`. */
+function storageLockConfig(v: unknown): Pick<ServeConfig, 'storageLock'> {
+  if (v === undefined || v === 'kernel') return {};
+  if (v === 'pid-file') return { storageLock: 'pid-file' };
+  throw new ConfigError(`storageLock must be kernel or pid-file (got "${String(v)}")`);
+}
+
 function storeConfig(
   pick: (k: string) => unknown,
   env: NodeJS.ProcessEnv,

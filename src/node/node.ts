@@ -57,6 +57,9 @@ export interface NodeLogger {
 
 const silentLogger: NodeLogger = { info() {}, warn() {}, error() {} };
 
+/** How often (monotonic ms, checked from the tick) the node runs its storage's lock watchdog. */
+const LOCK_CHECK_MS = 1000;
+
 export interface FloeNodeOptions<R> {
   id: NodeId;
   storage: NodeStorage;
@@ -177,6 +180,9 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
   private durableCommit = 0;
   private ticker: unknown;
   private lastTickAt = 0;
+  /** Monotonic ms of the last storage lock check (NodeStorage.checkLock), and whether one is running. */
+  private lastLockCheckAt = 0;
+  private lockChecking = false;
   private draining = false;
   private drainScheduled = false;
   private snapshotting = false;
@@ -239,6 +245,7 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
   start(): void {
     if (this.ticker !== undefined) return;
     this.lastTickAt = this.clock.monotonicMs();
+    this.lastLockCheckAt = this.lastTickAt;
     this.ticker = this.timers.setInterval(() => this.onTimer(), this.opts.tickMs);
     const voters = this.conf.voters;
     if (voters.length === 1 && voters[0] === this.id) this.raw.campaign();
@@ -307,8 +314,32 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
       this.failStop('tick', err);
       return;
     }
+    this.maybeCheckLock();
     if (this.progressWaiters.size > 0) this.wakeProgressWaiters();
     this.kick();
+  }
+
+  /**
+   * The storage's lock watchdog, about once a second from the tick (no timer of its own): a data dir whose LOCK
+   * no longer names the locked file (deleted, replaced, moved or copied while open) fail-stops the storage, and
+   * with it the node.
+   */
+  private maybeCheckLock(): void {
+    const check = this.storage.checkLock;
+    if (check === undefined || this.lockChecking) return;
+    const now = this.clock.monotonicMs();
+    if (now - this.lastLockCheckAt < LOCK_CHECK_MS) return;
+    this.lastLockCheckAt = now;
+    this.lockChecking = true;
+    check.call(this.storage).then(
+      () => {
+        this.lockChecking = false;
+      },
+      (err: unknown) => {
+        this.lockChecking = false;
+        this.failStop('storage lock check', err);
+      },
+    );
   }
 
   /** Stops the node for an error it cannot continue from, saying why (fail-stop). */

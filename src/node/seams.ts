@@ -14,6 +14,11 @@ export interface NodeStorage {
   ): Promise<void>;
   /** Persists a snapshot of applied state at `index` and compacts the log behind it. */
   createSnapshot(index: number, conf: ConfState, data: Uint8Array): Promise<void>;
+  /**
+   * Optional lock watchdog, run about once a second: rejects (and stops the storage) when the data dir's lock
+   * is lost (LOCK deleted or replaced, the directory moved or copied while open). The node then fail-stops.
+   */
+  checkLock?(): Promise<void>;
   close(): Promise<void>;
 }
 

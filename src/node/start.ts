@@ -107,6 +107,8 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
         ? { voters: config.initialCluster.map((m) => m.id), learners: [] }
         : undefined,
     trailingEntries: config.snapshotTrailing,
+    ...(config.storageLock === 'pid-file' ? { unsupportedLock: 'pid-file' as const } : {}),
+    ...(config.takeLegacyLock ? { takeLegacyLock: true } : {}),
     onWarning: (message) => logger.warn({ dataDir: config.dataDir }, message),
   });
 
@@ -154,6 +156,8 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
   const audit = await createAuditPipeline({
     ...(config.audit.clickhouse ? { clickhouse: config.audit.clickhouse } : {}),
     spillDir: join(config.dataDir, 'audit'),
+    ...(config.storageLock === 'pid-file' ? { unsupportedLock: 'pid-file' as const } : {}),
+    ...(config.takeLegacyLock ? { takeLegacyLock: true } : {}),
     // In memory at most this many (more go to the fsynced spill): fewer than the cluster auditor's ring, so a
     // killed leader's unshipped events are in every member's ring.
     maxQueued: 10_000,

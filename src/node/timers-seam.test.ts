@@ -68,6 +68,34 @@ describe('FloeNode with injected timers', () => {
     expect(vt.pendingTimers).toBe(0);
   });
 
+  it('a lost data-dir lock (NodeStorage.checkLock rejects) stops the node from its tick, about once a second (lock review F3)', async () => {
+    const vt = new VirtualTimers();
+    const storage = new (class extends StuckStorage {
+      checks = 0;
+      lost = false;
+      checkLock(): Promise<void> {
+        this.checks++;
+        return this.lost
+          ? Promise.reject(new Error('LOCK no longer names the locked file'))
+          : Promise.resolve();
+      }
+    })({ voters: [1], learners: [] });
+    const { n } = node([1], vt, storage);
+    n.start();
+    await vt.settle();
+    await vt.advance(999);
+    expect(storage.checks).toBe(0); // no check before a second has passed, and no timer of its own
+    await vt.advance(1);
+    expect(storage.checks).toBe(1);
+    await vt.advance(1000);
+    expect(storage.checks).toBe(2);
+    expect(n.stopped).toBeUndefined();
+    storage.lost = true;
+    await vt.advance(1000);
+    await vt.settle();
+    expect(n.stopped).toMatch(/fatal: storage lock check: LOCK no longer names the locked file/);
+  });
+
   it('a proposal times out on the virtual timer, not on a real one', async () => {
     const vt = new VirtualTimers();
     const { n, storage } = node([1], vt);

@@ -45,7 +45,7 @@ describe('DurableStorage on MemoryFs (file-system seam)', () => {
     await s.createSnapshot(4, CONF, new TextEncoder().encode('at 4'));
     await s.close();
     expect(existsSync(DIR)).toBe(false);
-    expect((await fs.readdir(DIR)).sort()).toEqual(['snap', 'wal']);
+    expect((await fs.readdir(DIR)).sort()).toEqual(['LOCK', 'snap', 'wal']); // LOCK stays (never unlinked)
     const r = await DurableStorage.open(DIR, { fs });
     expect(r.hardState()).toEqual({ term: 1, vote: 2, commit: 4 });
     expect(r.storage.snapshot().metadata.index).toBe(4);

@@ -219,8 +219,8 @@ describe('DurableStorage', () => {
     expect(err).toBeInstanceOf(SnapshotCorruptionError);
     expect((err as Error).message).toContain(file);
     expect((err as Error).message).toMatch(/refusing to start/);
-    // The lock was released and nothing was moved.
-    expect(await fsp.readdir(dir)).not.toContain('LOCK');
+    // The lock was released (LOCK stays, its record marked closed) and nothing was moved.
+    expect(await fsp.readFile(path.join(dir, 'LOCK'), 'utf8')).toMatch(/\nclosed=true\n$/);
     expect(await fsp.readdir(path.join(dir, 'snap'))).toContain(snapshotFileName(50, 2));
   });
 

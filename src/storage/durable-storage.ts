@@ -3,7 +3,8 @@
 // already durable: a save() updates it after its fdatasync, just before its promise resolves.
 //
 // Data directory layout:
-//   <dir>/LOCK                               PID of the process that has the directory open
+//   <dir>/LOCK                               kernel-locked by the process that has the directory open;
+//                                            it records that process's PID, host and start time
 //   <dir>/wal/<seq>-<firstIndex>.wal         WAL segments (see wal.ts, record.ts)
 //   <dir>/snap/<index>-<term>.snap           snapshot files (see snapshot-store.ts)
 import * as path from 'node:path';
@@ -19,7 +20,13 @@ import {
 } from './errors.js';
 import { nodeFs, type StorageFs } from './file-system.js';
 import { ensureDir, errCode } from './fs-util.js';
-import { LockFile, type LockOwner, processLockOwner } from './lock-file.js';
+import {
+  describeHolder,
+  LockFile,
+  type LockOwner,
+  processLockOwner,
+  type UnsupportedLockPolicy,
+} from './lock-file.js';
 import type { SnapshotMarker } from './payload.js';
 import { SnapshotStore } from './snapshot-store.js';
 import { DEFAULT_SEGMENT_BYTES, Wal, type WalRecord, type WalRecovery, type WalStats } from './wal.js';
@@ -46,8 +53,22 @@ export interface DurableStorageOptions {
   onWarning?: (message: string) => void;
   /** Every file operation goes through this. Default: the real file system (`nodeFs`); tests and simulations pass a `MemoryFs`. */
   fs?: StorageFs;
-  /** Identity recorded in (and checked against) the LOCK file. Default: this process's PID and `kill(pid, 0)`. */
+  /**
+   * Identity recorded in the LOCK file (informational: the kernel lock decides), and the liveness test
+   * for an old-format record or the opted-in PID rule. Default: this process (`process.pid`, `kill(pid, 0)`).
+   */
   lockOwner?: LockOwner;
+  /**
+   * Where the platform or file system has no kernel file lock: 'refuse' (default: StorageLockUnsupportedError)
+   * or 'pid-file' (the weaker PID rule, with a warning; see docs/storage.md, "The lock").
+   */
+  unsupportedLock?: UnsupportedLockPolicy;
+  /**
+   * Take a LOCK in the old format (a bare PID, written by a Floe version that locked by PID only or by the PID
+   * rule) instead of refusing it (StorageLegacyLockError). Only for the one start after every such process using
+   * this directory was stopped (an upgrade). Default false.
+   */
+  takeLegacyLock?: boolean;
 }
 
 export const DEFAULT_TRAILING_ENTRIES = 5000;
@@ -114,6 +135,7 @@ export class DurableStorage implements NodeStorage {
     this.pendingSnapIndex = mem.snapshot().metadata.index;
     this.rewriteFloor = Math.max(walFloor, this.pendingSnapIndex);
     this.recentMarkers = recentMarkers;
+    wal.guardNewFiles(() => this.lock.verify());
   }
 
   /**
@@ -121,12 +143,17 @@ export class DurableStorage implements NodeStorage {
    * torn tail), loads the newest snapshot the WAL vouches for, and rebuilds the in-memory log.
    * Throws StorageLockedError, StorageConfigError, WalCorruptionError or SnapshotCorruptionError.
    */
-  static async open(dir: string, options: DurableStorageOptions = {}): Promise<DurableStorage> {
+  static async open(dataDir: string, options: DurableStorageOptions = {}): Promise<DurableStorage> {
     const trailing = options.trailingEntries ?? DEFAULT_TRAILING_ENTRIES;
     const keep = options.keepSnapshots ?? DEFAULT_KEEP_SNAPSHOTS;
     checkInt('trailingEntries', trailing, 0, 100_000_000);
     checkInt('keepSnapshots', keep, 1, 100);
     if (options.bootstrapConf) checkConf(options.bootstrapConf);
+    if (options.unsupportedLock !== undefined && !['refuse', 'pid-file'].includes(options.unsupportedLock)) {
+      throw new StorageConfigError(
+        `unsupportedLock must be 'refuse' or 'pid-file', got ${JSON.stringify(options.unsupportedLock)}`,
+      );
+    }
     const warnings: string[] = [];
     const warn = (m: string) => {
       warnings.push(m);
@@ -134,15 +161,39 @@ export class DurableStorage implements NodeStorage {
     };
 
     const fs = options.fs ?? nodeFs;
+    // Absolute: every later file (WAL segment, snapshot) is created by path, and a caller may chdir.
+    const dir = path.resolve(dataDir);
     try {
       await ensureDir(fs, dir);
     } catch (err) {
       const why = errCode(err) === 'ENOTDIR' ? 'it (or a parent) is not a directory' : (err as Error).message;
       throw new StorageConfigError(`cannot use data dir ${dir}: ${why}`, { cause: err });
     }
-    const lock = await LockFile.acquire(dir, fs, options.lockOwner ?? processLockOwner);
+    const lock = await LockFile.acquire(dir, fs, options.lockOwner ?? processLockOwner, {
+      unsupportedLock: options.unsupportedLock,
+      takeLegacyLock: options.takeLegacyLock === true,
+      onWarning: warn,
+    });
     if (lock.tookOverFrom !== undefined)
-      warn(`took over a stale lock left by dead process ${lock.tookOverFrom}`);
+      warn(
+        `took over a stale lock left by dead process ${lock.tookOverFrom}${describeHolder(lock.previous)}`,
+      );
+    const hadLog =
+      lock.by === 'kernel' &&
+      lock.previous === undefined &&
+      (await fs.stat(path.join(dir, 'wal')).then(
+        () => true,
+        () => false,
+      ));
+    if (hadLog) {
+      // Every open records its holder (fdatasynced) before the log exists, and LOCK is never deleted.
+      warn(
+        `${lock.file} was missing or empty although ${dir} holds a log: if it was deleted or replaced while ` +
+          'another process had this directory open, that process still runs without the lock: stop it now ' +
+          '(never delete LOCK; a crash or power loss while this process took the lock, or an upgrade from a ' +
+          'Floe version that removed LOCK at shutdown, also leaves this)',
+      );
+    }
     try {
       const { wal, state, recovery } = await Wal.open(path.join(dir, 'wal'), {
         segmentBytes: options.segmentBytes ?? DEFAULT_SEGMENT_BYTES,
@@ -317,6 +368,23 @@ export class DurableStorage implements NodeStorage {
     return this.wal.segmentNames();
   }
 
+  /**
+   * The lock watchdog (also run before every new WAL segment and snapshot file): checks that LOCK still names
+   * the file this storage locked. When it does not (LOCK deleted or replaced, the data dir moved or copied while
+   * open), another process may open the directory: the storage fail-stops as after a failed fsync (every
+   * later save is refused with StorageFailedError) and this rejects with that error. Call it periodically
+   * (the node runtime does, from its tick).
+   */
+  async checkLock(): Promise<void> {
+    if (this.closed) return;
+    try {
+      await this.lock.verify();
+    } catch (err) {
+      if (this.closed) return;
+      throw this.wal.failStop(err);
+    }
+  }
+
   /** Waits for queued saves, closes files and releases the lock. Idempotent. */
   async close(): Promise<void> {
     if (this.closed) return;
@@ -357,6 +425,8 @@ export class DurableStorage implements NodeStorage {
   }
 
   private async writeSnapshotFile(snap: Snapshot): Promise<void> {
+    // Runs in the WAL's writer loop: a lost lock fails the WAL there (fail-stop), before the file exists.
+    await this.lock.verify();
     await this.snaps.save(snap);
     this.snapshotsWritten++;
   }

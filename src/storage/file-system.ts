@@ -6,8 +6,11 @@
 // - `write` lands in the page cache; only `datasync` makes a file's data durable;
 // - creating, renaming, linking and unlinking a name is durable only after `syncDir` of its
 //   directory (a file's own datasync does not make its name durable);
-// - errors carry a Node-style `code` ('ENOENT', 'EEXIST', 'ENOTDIR', 'EIO', ...).
-import { promises as fsp } from 'node:fs';
+// - errors carry a Node-style `code` ('ENOENT', 'EEXIST', 'ENOTDIR', 'EIO', ...);
+// - `lockFile` is a kernel lock held by an open file: released when that file is closed or its
+//   process dies (kill -9 and power loss included), never by a clock or a PID check.
+import { constants, promises as fsp } from 'node:fs';
+import { createRequire } from 'node:module';
 
 export interface StorageFileStat {
   isDirectory: boolean;
@@ -30,6 +33,22 @@ export interface StorageFile {
  */
 export type OpenMode = 'r+' | 'w' | 'wx';
 
+/** An open file holding the exclusive lock of `StorageFs.lockFile`; close() releases the lock with the file. */
+export interface LockedFile extends StorageFile {
+  /** Identity (device and inode) of the open file, to compare with `StorageFs.fileId` of its name. */
+  id(): Promise<string>;
+  /** The whole file, read through this open file (on Windows another handle cannot read a locked file). */
+  read(): Promise<Buffer>;
+}
+
+/** Error codes with which `lockFile` says that this platform or file system has no such lock. */
+export const LOCK_UNSUPPORTED_CODES: ReadonlySet<string> = new Set([
+  'ENOTSUP',
+  'EOPNOTSUPP',
+  'ENOSYS',
+  'EINVAL', // a kernel older than 3.15 does not know F_OFD_SETLK
+]);
+
 export interface StorageFs {
   /** Names in `dir`, in no particular order. */
   readdir(dir: string): Promise<string[]>;
@@ -45,7 +64,57 @@ export interface StorageFs {
   unlink(file: string): Promise<void>;
   /** fsync of a directory: creations, renames and removals of names in it become durable. */
   syncDir(dir: string): Promise<void>;
+  /**
+   * Opens the existing `file` for reading and writing (ENOENT if absent; never truncating it; not through a
+   * symbolic link: ELOOP if `file` is one) and takes an
+   * exclusive lock on the whole file through that open file, without waiting: 'held' if another open
+   * file has it, in this process or in another. The kernel releases it when the returned file is
+   * closed or its process dies. Throws with a code in LOCK_UNSUPPORTED_CODES where there is no such lock.
+   */
+  lockFile(file: string): Promise<LockedFile | 'held'>;
+  /** Identity (device and inode) of the file that `file` names now; ENOENT if none. */
+  fileId(file: string): Promise<string>;
 }
+
+interface NativeLock {
+  tryLock(fd: number): boolean;
+  unlock(fd: number): void;
+}
+
+let native: NativeLock | Error | undefined;
+
+/**
+ * fs-native-extensions: fcntl(F_OFD_SETLK) on Linux, flock on macOS, LockFileEx on Windows, from
+ * prebuilt N-API binaries inside the package. Loaded on first use; where it does not load, every
+ * lockFile() fails with ENOTSUP (the caller decides: refuse, or the PID rule if opted in).
+ */
+function nativeLock(): NativeLock {
+  if (native === undefined) {
+    try {
+      native = createRequire(import.meta.url)('fs-native-extensions') as NativeLock;
+    } catch (err) {
+      native = err instanceof Error ? err : new Error(String(err));
+    }
+  }
+  if (native instanceof Error) {
+    throw Object.assign(
+      new Error(`fs-native-extensions failed to load: ${native.message}`, { cause: native }),
+      { code: 'ENOTSUP', moduleLoadFailed: true },
+    );
+  }
+  return native;
+}
+
+function fileOf(fh: fsp.FileHandle): StorageFile {
+  return {
+    write: async (data, position) => (await fh.write(data, 0, data.length, position)).bytesWritten,
+    truncate: (length) => fh.truncate(length),
+    datasync: () => fh.datasync(),
+    close: () => fh.close(),
+  };
+}
+
+const idOf = (st: { dev: bigint; ino: bigint }) => `${st.dev}:${st.ino}`;
 
 /** The real file system (node:fs promises on libuv's thread pool). */
 export const nodeFs: StorageFs = {
@@ -57,13 +126,7 @@ export const nodeFs: StorageFs = {
   },
   mkdir: (dir) => fsp.mkdir(dir),
   async open(file, mode) {
-    const fh = await fsp.open(file, mode);
-    return {
-      write: async (data, position) => (await fh.write(data, 0, data.length, position)).bytesWritten,
-      truncate: (length) => fh.truncate(length),
-      datasync: () => fh.datasync(),
-      close: () => fh.close(),
-    };
+    return fileOf(await fsp.open(file, mode));
   },
   rename: (from, to) => fsp.rename(from, to),
   link: (existing, newPath) => fsp.link(existing, newPath),
@@ -75,5 +138,49 @@ export const nodeFs: StorageFs = {
     } finally {
       await fh.close();
     }
+  },
+  async lockFile(file) {
+    const lock = nativeLock();
+    // O_RDWR, no O_CREAT (the caller creates LOCK already filled), no O_TRUNC (the holder's record stays
+    // readable until we hold the lock), O_NOFOLLOW (a symbolic link named LOCK is refused: ELOOP).
+    const fh = await fsp.open(file, constants.O_RDWR | (constants.O_NOFOLLOW ?? 0));
+    let ok: boolean;
+    try {
+      ok = lock.tryLock(fh.fd);
+    } catch (err) {
+      await fh.close();
+      throw err;
+    }
+    if (!ok) {
+      await fh.close();
+      return 'held';
+    }
+    const f = fileOf(fh);
+    return {
+      ...f,
+      id: async () => idOf(await fh.stat({ bigint: true })),
+      read: async () => {
+        const { size } = await fh.stat();
+        const buf = Buffer.alloc(size);
+        let at = 0;
+        while (at < size) {
+          const { bytesRead } = await fh.read(buf, at, size - at, at);
+          if (bytesRead === 0) break;
+          at += bytesRead;
+        }
+        return buf.subarray(0, at);
+      },
+      close: async () => {
+        // Closing releases it too; unlocking first frees it at once on every platform (Windows may lag).
+        try {
+          lock.unlock(fh.fd);
+        } finally {
+          await fh.close();
+        }
+      },
+    };
+  },
+  async fileId(file) {
+    return idOf(await fsp.stat(file, { bigint: true }));
   },
 };

@@ -13,7 +13,12 @@ export {
   StorageConfigError,
   StorageError,
   StorageFailedError,
+  StorageLegacyLockError,
+  StorageLockCopiedError,
   StorageLockedError,
+  StorageLockLostError,
+  StorageLockUnavailableError,
+  StorageLockUnsupportedError,
   StorageUsageError,
   WalCorruptionError,
 } from './errors.js';

@@ -10,11 +10,14 @@
 //   then dropped from the durable path (a later fsync "succeeds" without it);
 // - faults.onWrite: corrupt data on its way to the disk (a bit flip in flight) or fail the write;
 // - flipBit(): a bit flip at rest;
-// - faults.delay: awaited before every operation (a slow disk, or a scheduler's hook).
+// - faults.delay: awaited before every operation (a slow disk, or a scheduler's hook);
+// - faults.lockError: lockFile fails (e.g. 'ENOTSUP': a platform or file system without the lock).
+// lockFile is the kernel lock of the real seam: one holder per file (two opens by one process
+// conflict too), released when the holder closes it or its process dies (crash of its view).
 // crash() returns a fresh view for the restarted process; every operation of the old view, even
 // one already in progress, never settles: code of a dead process does not run on.
 import * as path from 'node:path';
-import type { OpenMode, StorageFile, StorageFileStat, StorageFs } from './file-system.js';
+import type { LockedFile, OpenMode, StorageFile, StorageFileStat, StorageFs } from './file-system.js';
 
 export interface MemoryFsFaults {
   /** Before every datasync and directory fsync: return an error code (e.g. 'EIO') to fail it. */
@@ -28,6 +31,8 @@ export interface MemoryFsFaults {
   delay?: (op: string, path: string) => Promise<void> | undefined;
   /** The wall clock (ms) that stamps modification times. Default: 0. */
   wallMs?: () => number;
+  /** Before every lockFile: return an error code (e.g. 'ENOTSUP') to fail it. */
+  lockError?: (path: string) => string | undefined;
 }
 
 export interface CrashOptions {
@@ -85,8 +90,20 @@ class Bytes {
   }
 }
 
+let nextFileId = 0;
+
+/** A lock held through one open file by the process of one view. */
+interface Holder {
+  view: MemoryFs;
+  closed: boolean;
+}
+
 class FileNode {
   readonly kind = 'file';
+  /** The inode number, for fileId. */
+  readonly id = `memfs:${++nextFileId}`;
+  /** The lockFile holder, if any (free again once it closed the file or its process died). */
+  holder: Holder | undefined;
   /** The file's latest name (renames follow it), for fault hooks and messages. */
   constructor(public name: string) {}
   /** What reads return (the page cache). */
@@ -228,6 +245,37 @@ export class MemoryFs implements StorageFs {
     return this.handle(f);
   }
 
+  async lockFile(file: string): Promise<LockedFile | 'held'> {
+    await this.enter('lockFile', file);
+    const code = this.disk.faults.lockError?.(path.resolve(file));
+    if (code) throw fsError(code, 'fcntl', file);
+    const { parent, name } = this.parentOf(file, 'open');
+    const f = parent.entries.get(name);
+    if (f?.kind === 'dir') throw fsError('EISDIR', 'open', file);
+    if (!f) throw fsError('ENOENT', 'open', file);
+    const h = f.holder;
+    if (h && !h.closed && h.view.alive) return 'held';
+    const holder: Holder = { view: this, closed: false };
+    f.holder = holder;
+    const node = f;
+    const opened = this.handle(f, () => {
+      holder.closed = true;
+    });
+    return {
+      ...opened,
+      id: async () => node.id,
+      read: async () => {
+        await this.enter('readFile', node.name);
+        return Buffer.from(node.data.view());
+      },
+    };
+  }
+
+  async fileId(file: string): Promise<string> {
+    await this.enter('stat', file);
+    return this.lookupFile(file, 'stat').id;
+  }
+
   async rename(from: string, to: string): Promise<void> {
     await this.enter('rename', from);
     this.renameNow(from, to);
@@ -360,7 +408,7 @@ export class MemoryFs implements StorageFs {
     f.pending = [];
   }
 
-  private handle(f: FileNode): StorageFile {
+  private handle(f: FileNode, onClose?: () => void): StorageFile {
     let closed = false;
     const open = async (op: string) => {
       await this.enter(op, f.name);
@@ -382,6 +430,7 @@ export class MemoryFs implements StorageFs {
       close: async () => {
         await open('close');
         closed = true;
+        onClose?.();
       },
     };
   }

@@ -146,6 +146,8 @@ export class Wal {
   private running = false;
   private failure: StorageFailedError | undefined;
   private closed = false;
+  /** Awaited before every new segment file (DurableStorage: the lock watchdog); a throw fails the WAL. */
+  private beforeNewFile: (() => Promise<void>) | undefined;
   private readonly counters: WalStats = {
     appends: 0,
     records: 0,
@@ -333,6 +335,19 @@ export class Wal {
     return deleted;
   }
 
+  /** Sets the check awaited before every new segment file is created; when it throws, the WAL fails (fail-stop). */
+  guardNewFiles(check: () => Promise<void>): void {
+    this.beforeNewFile = check;
+  }
+
+  /**
+   * Fails the WAL from outside, as a failed write or fsync does: every queued and later append and task
+   * is refused with the returned StorageFailedError (the first failure's, if it had failed already).
+   */
+  failStop(err: unknown): StorageFailedError {
+    return this.fail(err);
+  }
+
   /** Segment files currently on disk, oldest first. */
   segmentNames(): string[] {
     return this.segments.map((s) => s.name);
@@ -469,6 +484,7 @@ export class Wal {
     await this.fh.datasync();
     await this.fh.close();
     const prev = this.segments[this.segments.length - 1]!;
+    if (this.beforeNewFile) await this.beforeNewFile();
     const seg = await createSegment(this.fs, this.dir, prev.seq + 1, this.tail);
     this.segments.push(seg.ref);
     this.fh = seg.fh;

@@ -75,49 +75,74 @@ export function auditCommand(io: CliIO): Command {
         'directory of audit-*.spill files (a spill dir or the embedded audit dir)',
       )
       .requiredOption('--to <url>', 'ClickHouse HTTP URL, e.g. http://127.0.0.1:8123')
-      .option('--batch-size <n>', 'rows per INSERT', '10000'),
-  ).action(async (o: ChOptions & { dir: string; to: string; batchSize: string }) => {
-    const batchSize = parseIntOption('--batch-size', o.batchSize, 1, 1_000_000);
-    if (!existsSync(o.dir) || !statSync(o.dir).isDirectory())
-      throw new UsageError(`--dir ${o.dir} is not a directory`);
-    const sink = sinkFor(io, o.to, o);
-    const store = new SpillStore({ dir: o.dir });
-    try {
-      await sink.serverVersion().catch((err) => {
-        throw reach(o.to, err);
+      .option('--batch-size <n>', 'rows per INSERT', '10000')
+      .option(
+        '--storage-lock <mode>',
+        'kernel (default: refuse where --dir cannot be kernel-locked) or pid-file (opt in to the PID rule there), as for floe serve',
+      )
+      .option(
+        '--take-legacy-lock',
+        'take a LOCK left by an older Floe version (or --storage-lock pid-file): only after stopping every such process',
+      ),
+  ).action(
+    async (
+      o: ChOptions & {
+        dir: string;
+        to: string;
+        batchSize: string;
+        storageLock?: string;
+        takeLegacyLock?: boolean;
+      },
+    ) => {
+      const batchSize = parseIntOption('--batch-size', o.batchSize, 1, 1_000_000);
+      if (o.storageLock !== undefined && o.storageLock !== 'kernel' && o.storageLock !== 'pid-file')
+        throw new UsageError(`--storage-lock must be kernel or pid-file (got "${o.storageLock}")`);
+      if (!existsSync(o.dir) || !statSync(o.dir).isDirectory())
+        throw new UsageError(`--dir ${o.dir} is not a directory`);
+      const sink = sinkFor(io, o.to, o);
+      const store = new SpillStore({
+        dir: o.dir,
+        ...(o.storageLock === 'pid-file' ? { unsupportedLock: 'pid-file' as const } : {}),
+        ...(o.takeLegacyLock ? { takeLegacyLock: true } : {}),
+        onWarning: (m) => io.err(`floe: warning: ${m}\n`),
       });
-      // Takes the directory's lock: refused while a live pipeline writes there.
-      await store.open().catch((err) => {
-        throw new CommandFailedError(`${o.dir}: ${(err as Error).message}`);
-      });
-      let rows = 0;
-      const refused: string[] = [];
-      for (const file of store.pendingFiles()) {
-        const content = await store.read(file);
-        const r = await insertSpillContent(sink, content, batchSize).catch((err) => {
+      try {
+        await sink.serverVersion().catch((err) => {
           throw reach(o.to, err);
         });
-        rows += r.rows;
-        if (r.corruption) {
-          const to = await store.quarantine(file);
-          const msg = corruptionMessage(r.corruption, to);
-          refused.push(msg);
-          io.err(`floe: error: ${msg}\n`);
-        } else {
-          await store.remove(file);
-          io.out(`${file}: ${r.rows} rows shipped, file deleted\n`);
+        // Takes the directory's lock: refused while a live pipeline writes there.
+        await store.open().catch((err) => {
+          throw new CommandFailedError(`${o.dir}: ${(err as Error).message}`);
+        });
+        let rows = 0;
+        const refused: string[] = [];
+        for (const file of store.pendingFiles()) {
+          const content = await store.read(file);
+          const r = await insertSpillContent(sink, content, batchSize).catch((err) => {
+            throw reach(o.to, err);
+          });
+          rows += r.rows;
+          if (r.corruption) {
+            const to = await store.quarantine(file);
+            const msg = corruptionMessage(r.corruption, to);
+            refused.push(msg);
+            io.err(`floe: error: ${msg}\n`);
+          } else {
+            await store.remove(file);
+            io.out(`${file}: ${r.rows} rows shipped, file deleted\n`);
+          }
         }
+        io.out(`${rows} rows shipped to ${sink.qualifiedTable} at ${o.to}\n`);
+        if (refused.length > 0)
+          throw new CommandFailedError(
+            `${refused.length} corrupt file(s) refused (see above); the rest was shipped`,
+          );
+      } finally {
+        await store.close();
+        await sink.close();
       }
-      io.out(`${rows} rows shipped to ${sink.qualifiedTable} at ${o.to}\n`);
-      if (refused.length > 0)
-        throw new CommandFailedError(
-          `${refused.length} corrupt file(s) refused (see above); the rest was shipped`,
-        );
-    } finally {
-      await store.close();
-      await sink.close();
-    }
-  });
+    },
+  );
 
   return audit;
 }

@@ -21,6 +21,8 @@ interface ServeFlags {
   snapshotEvery?: string;
   snapshotTrailing?: string;
   seqAutoCreate?: boolean;
+  storageLock?: string;
+  takeLegacyLock?: boolean;
   auditClickhouse?: string;
   auditUser?: string;
   auditPassword?: string;
@@ -80,6 +82,14 @@ export function serveCommand(io: CliIO): Command {
     .option(
       '--seq-auto-create',
       'INCR on a missing sequence creates it (start 1, step 1000, strict); off by default',
+    )
+    .option(
+      '--storage-lock <mode>',
+      'kernel (default: refuse to start where the data dir cannot be kernel-locked) or pid-file (opt in to the PID rule there)',
+    )
+    .option(
+      '--take-legacy-lock',
+      'take a LOCK left by an older Floe version (or --storage-lock pid-file) for this one start: only after stopping every such process',
     )
     .option(
       '--audit-clickhouse <url>',

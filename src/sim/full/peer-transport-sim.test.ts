@@ -49,7 +49,8 @@ describe('the production PeerTransport inside the full-stack simulation', () => 
     timeout: 300_000,
   }, async () => {
     let delivered = 0;
-    for (const seed of [5, 10]) {
+    // Seeds 1 and 7 (5 and 10 before the kernel lock's fdatasynced LOCK record moved runs after their first power loss).
+    for (const seed of [1, 7]) {
       const r = await runFullSim({ seed, ...production });
       expectClean(r);
       delivered += r.stats.peerNet?.snapshotsDelivered ?? 0;

@@ -251,6 +251,7 @@ export class RaftObserver {
             obs.check(() => obs.checker.observeSnapshot(id, n.durableHs.term, meta, chain));
         }
       },
+      ...(inner.checkLock ? { checkLock: () => inner.checkLock!() } : {}),
       close: () => inner.close(),
     };
   }

@@ -260,8 +260,8 @@ describe('each issue-9 switch puts the old behaviour back (unit level)', () => {
 describe('the full-stack simulator and the issue-9 switches', () => {
   // 7b needs a client value holding a checksummed frame (`kvFrameValues`: ASCII-only frames that msgpack keeps
   // verbatim) and a power loss tearing that record after the frame (`nodePowerLossMidWrite`). Found in disk seeds 2,
-  // 18, 22, 44, 52 of 1-100; the same seeds pass without the switch (the torn tail is cut). Seed 10 since FS-19 (the
-  // SDK learns members from answers) moved seed 2's run; 10 is the first of 3-40 that finds it.
+  // 18, 22, 44, 52 of 1-100; the same seeds pass without the switch (the torn tail is cut). Seed 10 since stop 26: both
+  // FS-19's SDK changes and the kernel lock's fdatasynced LOCK record moved seed 2's run.
   it('7b: a torn record holding a frame-shaped value is refused with the switch, cut without it', {
     timeout: 120_000,
   }, async () => {
