@@ -14,6 +14,7 @@ import { type TlsClientOptions, tlsFetch } from '../tls/fetch.js';
 import { type CacheFs, type CacheHost, nodeCacheFs, nodeCacheHost } from './cache-fs.js';
 import { CacheLock } from './cache-lock.js';
 import { hrtimeMonotonic, type MonotonicClock, readBootId } from './clocks.js';
+import { ClusterPin } from './cluster-pin.js';
 import { ClientOptionError, FloeRequestError, FloeUnavailableError, ReplyMismatchError } from './errors.js';
 import { type FetchLike, HttpTransport } from './http-transport.js';
 import { type LeaseCacheRecord, readLeaseCache, releaseMarkFailed, writeLeaseCache } from './lease-cache.js';
@@ -44,6 +45,13 @@ export interface FloeClientOptions {
   password?: string;
   /** Timeout of one HTTP attempt (ms). Default 2,000; allowed [50, 60,000]. */
   requestTimeoutMs?: number;
+  /**
+   * The cluster's UUID (`floe cluster uid`, or `cluster` in `GET /v1/cluster`). Every answer names its cluster; one
+   * of another cluster is refused, so a client whose endpoints, balancer or a redirect reach another Floe cluster is
+   * never granted a worker ID there. Recommended in production. Without it the client pins the cluster its lease
+   * cache was written against, else the first successful answer's (docs/cluster-identity.md).
+   */
+  clusterUid?: string;
   /** Wall clock for IDs and bounds. Default `systemClock` (Date.now). */
   clock?: Clock;
   /**
@@ -220,6 +228,7 @@ export class FloeClient {
       wall: () => wall.now(),
       sleep: this.sleep,
       random: this.random,
+      cluster: new ClusterPin(options.clusterUid),
     });
     this.metrics = options.metrics ? ClientMetrics.of(options.metrics) : undefined;
     this.metrics?.instrumentTransport(this.transport);
@@ -240,6 +249,11 @@ export class FloeClient {
           return { cancel: () => clearTimeout(t) };
         }),
     };
+  }
+
+  /** The cluster this client is pinned to (its UUID), once known: the `clusterUid` option, a cache's or an answer's. */
+  get clusterUid(): string | undefined {
+    return this.transport.cluster.value;
   }
 
   /**
@@ -412,10 +426,13 @@ export class FloeClient {
       const cached = cachePath ? readLeaseCache(cachePath, o.app, o.nodeId, this.ctx.cacheFs) : undefined;
       // A record written under another name whose directory is gone (a moved cache, or a copy whose original was
       // deleted while its writer may still run) gives only a floor: it is neither resumed nor released (round 3).
+      // So is a record written against another cluster (its lease and worker ID are that cluster's); a record of no
+      // pinned cluster yet pins its own, so a restarted client never takes another cluster's answers (FS-19 review).
       const foreign =
-        cached?.cachePath !== undefined && cachePath !== undefined
+        (cached?.cachePath !== undefined && cachePath !== undefined
           ? !this.checkWrittenHere(cached.cachePath, cachePath)
-          : false;
+          : false) ||
+        (cached?.cluster !== undefined && !this.transport.cluster.adopt(cached.cluster));
       const path = `/v1/apps/${encodeURIComponent(o.app)}/workers/acquire`;
       const started = mono();
       // Once a release of the cached lease was sent it may have freed the worker ID: never resume that lease then.

@@ -1,3 +1,4 @@
+import { CLUSTER_UID_HEADER, ClusterPin } from './cluster-pin.js';
 import { FloeRequestError, FloeUnavailableError } from './errors.js';
 
 /** The subset of `fetch` the SDK uses; inject a fake in tests. */
@@ -32,6 +33,8 @@ export interface HttpTransportOptions {
   sleep: (ms: number) => Promise<void>;
   /** [0, 1): jitters the backoff. */
   random: () => number;
+  /** The cluster this client talks to (`clusterUid`); default: pinned from the first result that names one. */
+  cluster?: ClusterPin;
 }
 
 export interface CallOptions {
@@ -109,8 +112,11 @@ export class HttpTransport {
   private leader: string | undefined;
   private next = 0;
   private nextLearned = 0;
+  /** The cluster every answer must come from (src/client/cluster-pin.ts). */
+  readonly cluster: ClusterPin;
 
   constructor(private readonly o: HttpTransportOptions) {
+    this.cluster = o.cluster ?? new ClusterPin(undefined);
     this.endpoints = o.endpoints.map((e) => normalise(e));
     this.configuredKeys = new Map(this.endpoints.map((e) => [canonical(e), e]));
     this.loopbackAllowed = this.endpoints.some((e) => {
@@ -207,6 +213,21 @@ export class HttpTransport {
           redirect: 'manual',
           signal: AbortSignal.timeout(this.o.requestTimeoutMs),
         });
+        // Another cluster's answer is never a result, nor a redirect to follow: this endpoint reaches the wrong
+        // cluster (review of FS-19). It is dropped as leader and learned endpoint; the call goes on elsewhere.
+        const foreign = this.cluster.admit(
+          path,
+          res.headers.get(CLUSTER_UID_HEADER),
+          res.status >= 200 && res.status < 300,
+        );
+        if (foreign !== undefined) {
+          await res.body
+            ?.getReader()
+            .cancel()
+            .catch(() => {});
+          this.forget(endpoint);
+          throw foreign;
+        }
         // Checked inline (no extra await on the usual path): a reply's timing relative to other tasks stays as it was.
         const declared = Number(res.headers.get('content-length') ?? Number.NaN);
         if (Number.isFinite(declared) && declared > MAX_RESPONSE_BYTES) {

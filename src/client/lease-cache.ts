@@ -48,6 +48,8 @@ export interface LeaseCacheRecord {
   cachePath?: string;
   /** The lease's layout fingerprint: a cached lease is resumed only for the same layout. */
   layout?: string;
+  /** The cluster the lease was granted by (its UUID): never resumed nor released against another. */
+  cluster?: string;
   /**
    * Written (durably) before a release of this lease is sent: the release may take effect even if its answer is
    * lost, so the lease is never resumed from this record again (review finding F2).
@@ -112,6 +114,7 @@ export function readLeaseCache(
     }
     if (r.cachePath !== undefined && typeof r.cachePath !== 'string') return undefined;
     if (r.layout !== undefined && typeof r.layout !== 'string') return undefined;
+    if (r.cluster !== undefined && typeof r.cluster !== 'string') return undefined;
     if (r.released !== undefined && r.released !== true) return undefined;
     return r as LeaseCacheRecord;
   } catch {

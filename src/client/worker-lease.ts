@@ -584,6 +584,9 @@ export class WorkerLease extends EventEmitter {
       savedAtWallMs: this.ctx.wall.now(),
       cachePath: this.tuning.cachePath,
       layout: layoutFingerprint(this.layout),
+      ...(this.ctx.transport.cluster.value === undefined
+        ? {}
+        : { cluster: this.ctx.transport.cluster.value }),
       ...(released ? { released: true as const } : {}),
     };
     writeLeaseCache(this.tuning.cachePath as string, record, this.ctx.cacheFs, this.ctx.cacheHost);

@@ -10,12 +10,14 @@ import { leaseNodeOf } from '../lease/floe-node-adapter.js';
 import { LeaseService } from '../lease/lease-service.js';
 import { httpRemoteAlloc, SequenceService, sequenceNodeOf } from '../sequences/index.js';
 import { PasswordVerifier } from '../server/auth/password-verifier.js';
+import { ClusterIdentityKeeper } from '../server/cluster-identity.js';
 import { respBackendOf } from '../server/floe-services.js';
 import { addressProof, startHttpAdmin } from '../server/http-admin.js';
 import { NodeMetrics } from '../server/metrics.js';
 import { type RespServer, startRespServer } from '../server/resp/index.js';
 import { memberFetch, SnowflakeService } from '../snowflakes/index.js';
 import { AuthStateMachine } from '../state/auth/index.js';
+import { ClusterIdentityStateMachine } from '../state/cluster/cluster-identity.js';
 import { FloeStateMachine } from '../state/floe-state-machine.js';
 import { SequenceStateMachine } from '../state/sequences/index.js';
 import { SnowflakeKeysStateMachine } from '../state/snowflakes/snowflake-keys.js';
@@ -239,6 +241,24 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
       ? new EtcdStateNode(store, `${store.keys.prefix}/auth`, state.auth, new AuthStateMachine())
       : undefined;
   users?.watch((what, err) => logger.warn({ err: String(err) }, what));
+  // The cluster's UUID (src/state/cluster), minted by the first leader; on the etcd store, by the first active node
+  // into etcd (the leases live there, so that is the cluster a client's lease belongs to).
+  const clusterNode =
+    store instanceof EtcdLeaseStore
+      ? new EtcdStateNode(
+          store,
+          `${store.keys.prefix}/cluster`,
+          state.cluster,
+          new ClusterIdentityStateMachine(),
+        )
+      : undefined;
+  clusterNode?.watch((what, err) => logger.warn({ err: String(err) }, what));
+  const clusterIdentity = new ClusterIdentityKeeper({
+    node: clusterNode ?? leaseNodeOf(node),
+    state: state.cluster,
+    onError: (what, err) => logger.warn({ err: String(err) }, what),
+  });
+  state.cluster.onKnown((uid) => logger.info({ clusterUid: uid }, 'cluster identity known'));
   const services = {
     node,
     leases,
@@ -249,6 +269,7 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
     auth: state.auth,
     memberSecret: secret,
     passwords,
+    clusterUid: () => state.cluster.uid,
   };
   // Prometheus metrics and the dashboard's figures (docs/metrics.md), served by the HTTP listener.
   const metrics = new NodeMetrics({
@@ -381,6 +402,8 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
         await Promise.race([snowflakes.close(), new Promise((r) => setTimeout(r, 2000))]);
         users?.close();
         snowflakeKeys?.close();
+        clusterIdentity.close();
+        clusterNode?.close();
         await store.close();
         leases.close();
         sequences.close();

@@ -50,6 +50,8 @@ export interface FloeServices {
   /** Password checks off libuv's pool, with back-off and a success cache (absent: auth.verify directly). */
   passwords?: PasswordVerifier;
   auth: AuthStateMachine;
+  /** The cluster's UUID once applied here (src/state/cluster): named on every HTTP answer. Absent: never named. */
+  clusterUid?: () => string | undefined;
 }
 
 /** HTTP status and RESP error code of each lease refusal. */

@@ -1,6 +1,7 @@
 import { pack, unpack } from '../node/envelope.js';
 import type { ApplyContext, StateMachine } from '../node/state-machine.js';
 import { AUTH_NAMESPACE, AuthStateMachine } from './auth/index.js';
+import { CLUSTER_NAMESPACE, ClusterIdentityStateMachine } from './cluster/cluster-identity.js';
 import { type KvResult, KvStateMachine } from './kv-state-machine.js';
 import { LEASE_NAMESPACE, LeaseStateMachine } from './leases/index.js';
 import { SEQUENCE_NAMESPACE, SequenceStateMachine } from './sequences/index.js';
@@ -8,7 +9,7 @@ import { SNOWFLAKE_NAMESPACE, SnowflakeKeysStateMachine } from './snowflakes/sno
 
 /**
  * Floe's replicated state: one log, several sections. A command's msgpack map names its section
- * with `ns` ('lease', 'auth', 'seq'); commands without one are key-value/counter commands. Each section
+ * with `ns` ('lease', 'auth', 'seq', 'snowflake', 'cluster'); commands without one are key-value/counter commands. Each section
  * snapshots and restores itself; the composite snapshot holds all of them.
  */
 export class FloeStateMachine implements StateMachine<unknown> {
@@ -17,6 +18,8 @@ export class FloeStateMachine implements StateMachine<unknown> {
   readonly auth = new AuthStateMachine();
   readonly sequences = new SequenceStateMachine();
   readonly snowflakes = new SnowflakeKeysStateMachine();
+  /** The cluster's UUID (minted by the first leader; on every HTTP answer). */
+  readonly cluster = new ClusterIdentityStateMachine();
 
   apply(command: Uint8Array, ctx: ApplyContext): unknown {
     let value: unknown;
@@ -30,11 +33,19 @@ export class FloeStateMachine implements StateMachine<unknown> {
     if (ns === AUTH_NAMESPACE) return this.auth.applyUnpacked(value, ctx);
     if (ns === SEQUENCE_NAMESPACE) return this.sequences.applyUnpacked(value, ctx);
     if (ns === SNOWFLAKE_NAMESPACE) return this.snowflakes.applyUnpacked(value, ctx);
+    if (ns === CLUSTER_NAMESPACE) return this.cluster.applyUnpacked(value, ctx);
     return this.kv.apply(command, ctx);
   }
 
   snapshot(): Uint8Array {
-    const base = { kv: this.kv.snapshot(), leases: this.leases.snapshot(), auth: this.auth.snapshot() };
+    // The cluster's UUID rides along once minted (a field older versions ignore; absent, the bytes are as before).
+    const uid = this.cluster.uid;
+    const base = {
+      kv: this.kv.snapshot(),
+      leases: this.leases.snapshot(),
+      auth: this.auth.snapshot(),
+      ...(uid === undefined ? {} : { cluster: this.cluster.snapshot() }),
+    };
     // Without sequences the snapshot stays version 1, byte for byte (older nodes read it; seeds replay).
     const noSeqs = this.sequences.size === 0 && !this.sequences.hasTombstones;
     if (noSeqs && this.snowflakes.size === 0) return pack({ v: 1, ...base });
@@ -55,6 +66,7 @@ export class FloeStateMachine implements StateMachine<unknown> {
       auth: Uint8Array;
       seqs?: Uint8Array;
       snow?: Uint8Array;
+      cluster?: Uint8Array;
     }>(data);
     if (s.v !== 1 && s.v !== 2)
       throw new Error(`snapshot format ${s.v} is not supported by this Floe version`);
@@ -64,5 +76,6 @@ export class FloeStateMachine implements StateMachine<unknown> {
     if (s.seqs) this.sequences.restore(s.seqs);
     else this.sequences.restore(new SequenceStateMachine().snapshot());
     this.snowflakes.restore(s.snow ?? new SnowflakeKeysStateMachine().snapshot());
+    this.cluster.restore(s.cluster ?? new ClusterIdentityStateMachine().snapshot());
   }
 }

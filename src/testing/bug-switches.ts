@@ -54,6 +54,8 @@
  *   `maxPendingHandshakes`, so unauthenticated connections (slow handshakes) pile up without bound.
  * - `resp-no-request-timeout` (issue 10, hostile RESP clients): a RESP connection never arms `requestTimeoutMs`, so a
  *   client that starts a request and never finishes it (slowloris) holds its connection and buffer for ever.
+ * - `no-cluster-check` (issue 10, FS-19 review): the SDK takes any cluster's answer (no `floe-cluster` check), so a
+ *   grant another Floe cluster gave (an endpoint, balancer or redirect that reaches it) becomes a lease.
  */
 export const BUG_SWITCHES = [
   'client-two-generators',
@@ -77,6 +79,7 @@ export const BUG_SWITCHES = [
   'transport-skip-proof',
   'transport-no-pending-limit',
   'resp-no-request-timeout',
+  'no-cluster-check',
 ] as const;
 export type BugSwitch = (typeof BUG_SWITCHES)[number];
 

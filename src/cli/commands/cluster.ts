@@ -6,6 +6,8 @@ import { parseIntOption, UsageError } from '../io.js';
 
 interface ClusterView {
   id: number;
+  /** Absent from nodes older than the cluster identity. */
+  cluster?: string | null;
   role: string;
   leader: number;
   term: number;
@@ -62,6 +64,7 @@ function printStatus(io: CliIO, v: ClusterView): void {
   io.out(
     `leader ${v.leader || 'none'}  term ${v.term}  commit ${v.commit}  applied ${v.applied} (as seen by node ${v.id})\n`,
   );
+  io.out(`cluster ${v.cluster ?? 'none yet (no leader has minted it)'}\n`);
   io.out('ID  ROLE      PEER ADDRESS           HTTP ADDRESS           MATCH\n');
   for (const m of v.members) {
     io.out(
@@ -85,6 +88,19 @@ export function clusterCommand(io: CliIO): Command {
       const v = await call<ClusterView>(opts.endpoint, 'GET', '/v1/cluster');
       if (opts.json) io.out(`${JSON.stringify(v)}\n`);
       else printStatus(io, v);
+    });
+
+  cluster
+    .command('uid')
+    .description("the cluster's UUID, for the SDK's clusterUid option (every answer names it)")
+    .option('--endpoint <host:port>', 'any member’s HTTP address', DEFAULT_ENDPOINT)
+    .action(async (opts: { endpoint: string }) => {
+      const v = await call<ClusterView>(opts.endpoint, 'GET', '/v1/cluster');
+      if (v.cluster === null || v.cluster === undefined)
+        throw new UsageError(
+          `node ${v.id} does not know the cluster's UUID yet (no leader has minted it); retry`,
+        );
+      io.out(`${v.cluster}\n`);
     });
 
   cluster

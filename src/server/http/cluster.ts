@@ -20,6 +20,8 @@ import { errors, int, obj, str, WRITE_ERRORS } from './schemas.js';
 
 export interface ClusterPluginOptions {
   node: FloeNode<unknown>;
+  /** The cluster's UUID once applied here (absent in some tests: then `cluster` is null). */
+  clusterUid?: () => string | undefined;
   /** The cluster secret: members prove it (HMAC) when they publish addresses or allocate segments. */
   clusterSecret?: string;
   fail: RouteHelpers['fail'];
@@ -43,6 +45,11 @@ const nullableInt = { anyOf: [{ type: 'integer' }, { type: 'null' }] } as const;
 export const clusterViewSchema = obj(
   {
     id: int,
+    cluster: {
+      ...nullableStr,
+      description:
+        "the cluster's UUID (every answer names it in the floe-cluster header; SDK option clusterUid); null until the first leader's is applied here",
+    },
     role: { type: 'string', enum: ['leader', 'follower', 'candidate', 'preCandidate'] },
     leader: { type: 'integer', description: 'the leader id, 0 when none is known' },
     term: int,
@@ -78,8 +85,9 @@ const addressesMessage = 'need member id, httpAddr and respAddr';
 
 export const clusterPlugin: FastifyPluginAsync<ClusterPluginOptions> = async (
   app,
-  { node, clusterSecret, fail },
+  { node, clusterUid, clusterSecret, fail },
 ) => {
+  const view = () => ({ ...clusterView(node), cluster: clusterUid?.() ?? null });
   app.get(
     '/v1/cluster',
     {
@@ -89,7 +97,7 @@ export const clusterPlugin: FastifyPluginAsync<ClusterPluginOptions> = async (
         response: { 200: clusterViewRef },
       },
     },
-    async () => clusterView(node),
+    async () => view(),
   );
 
   // A follower allocates a segment of a node-mode sequence through the leader. Members only: the
@@ -218,7 +226,7 @@ export const clusterPlugin: FastifyPluginAsync<ClusterPluginOptions> = async (
       if (bad) return reply.code(400).send({ error: 'bad_request', message: bad });
       try {
         await node.addMember({ id, peerAddr, httpAddr: typeof httpAddr === 'string' ? httpAddr : undefined });
-        return clusterView(node);
+        return view();
       } catch (err) {
         return fail(reply, err, req.url);
       }
@@ -244,7 +252,7 @@ export const clusterPlugin: FastifyPluginAsync<ClusterPluginOptions> = async (
           .send({ error: 'bad_request', message: 'member id must be a positive integer' });
       try {
         await node.removeMember(id);
-        return clusterView(node);
+        return view();
       } catch (err) {
         return fail(reply, err, req.url);
       }
@@ -268,7 +276,7 @@ export const clusterPlugin: FastifyPluginAsync<ClusterPluginOptions> = async (
         return reply.code(400).send({ error: 'bad_request', message: 'to must be a member id' });
       try {
         await node.transferLeadership(to);
-        return clusterView(node);
+        return view();
       } catch (err) {
         return fail(reply, err, req.url);
       }

@@ -5,6 +5,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { FloeNode } from '../../node/node.js';
 import type { KvStateMachine } from '../../state/kv-state-machine.js';
+import { addClusterUidHeader } from '../cluster-identity.js';
 import type { FloeServices } from '../floe-services.js';
 import { type MemberHints, sendHttpError } from '../http-errors.js';
 import type { NodeMetrics } from '../metrics.js';
@@ -56,6 +57,7 @@ export function registerHttpRoutes(app: FastifyInstance, o: HttpRoutesOptions): 
   app.addSchema({ $id: CLUSTER_VIEW_SCHEMA_ID, ...clusterViewSchema });
   const hints = (): MemberHints => memberHints(o.node);
   const fail: RouteHelpers['fail'] = (reply, err, path) => sendHttpError(reply, err, path, hints);
+  if (o.services?.clusterUid) addClusterUidHeader(app, o.services.clusterUid);
   if (o.services) {
     const helpers = registerAuth(app, o.services, fail);
     if (o.services.sequences) app.register(sequencesPlugin, { sequences: o.services.sequences, helpers });
@@ -64,7 +66,12 @@ export function registerHttpRoutes(app: FastifyInstance, o: HttpRoutesOptions): 
     app.register(usersPlugin, { services: o.services, helpers });
   }
   app.register(healthPlugin, { node: o.node, registry: o.registry });
-  app.register(clusterPlugin, { node: o.node, clusterSecret: o.clusterSecret, fail });
+  app.register(clusterPlugin, {
+    node: o.node,
+    ...(o.services?.clusterUid ? { clusterUid: o.services.clusterUid } : {}),
+    clusterSecret: o.clusterSecret,
+    fail,
+  });
   app.register(kvPlugin, { node: o.node, kv: o.kv, fail });
 }
 

@@ -106,7 +106,13 @@ export type FaultKind =
    * loaded server is mid-write most of the time, the simulated one seldom, so a power loss at a random moment hardly
    * ever tears a log record. Restarted later, as after `nodePowerLoss`.
    */
-  | 'nodePowerLossMidWrite';
+  | 'nodePowerLossMidWrite'
+  /**
+   * For a while, some of an SDK client's acquire answers come from another Floe cluster (an endpoint, a balancer pool
+   * or a DNS name that reaches it by mistake): a grant there, of a worker ID another client of this cluster holds,
+   * echoing the request, with the other cluster's UUID in `floe-cluster`. The request itself ran here as sent.
+   */
+  | 'foreignCluster';
 
 export const FAULT_KINDS: readonly FaultKind[] = [
   'partition',
@@ -131,6 +137,7 @@ export const FAULT_KINDS: readonly FaultKind[] = [
   'replyMixup',
   'clientRestartCutOff',
   'writeBitFlip',
+  'foreignCluster',
 ];
 
 /**
@@ -159,7 +166,10 @@ const LATE5_FAULTS: readonly FaultKind[] = ['writeBitFlip'];
  * power loss mid-write in disk, swarm and restarts.
  */
 const LATE6_FAULTS: readonly FaultKind[] = ['linkStall', 'nodePowerLossMidWrite'];
+/** And later again (`config-late8-foreign`, drawn after every other stream): answers of another cluster. */
+const LATE8_FAULTS: readonly FaultKind[] = ['foreignCluster'];
 const isLate = (f: FaultKind) =>
+  LATE8_FAULTS.includes(f) ||
   LATE6_FAULTS.includes(f) ||
   LATE5_FAULTS.includes(f) ||
   LATE_FAULTS.includes(f) ||
@@ -189,7 +199,14 @@ export interface Profile {
 }
 
 const ALL = FAULT_KINDS;
-const NET: FaultKind[] = ['partition', 'clientPartition', 'netNoise', 'replyMixup', 'linkStall'];
+const NET: FaultKind[] = [
+  'partition',
+  'clientPartition',
+  'netNoise',
+  'replyMixup',
+  'linkStall',
+  'foreignCluster',
+];
 const NODES: FaultKind[] = [
   'nodeCrash',
   'nodePowerLoss',
@@ -640,6 +657,7 @@ export function drawConfig(seed: number, profileName: string, o: ConfigOverrides
             !LATE3_FAULTS.includes(f) &&
             !LATE5_FAULTS.includes(f) &&
             !LATE6_FAULTS.includes(f) &&
+            !LATE8_FAULTS.includes(f) &&
             !RESTART_FAULTS.includes(f) &&
             !COARSE_FAULTS.includes(f),
         ),
@@ -691,6 +709,13 @@ export function drawConfig(seed: number, profileName: string, o: ConfigOverrides
     else if (p.name === 'stalls')
       weights[f] = stallRng.range(3, 10); // what the profile is for: always on
     else if (stallRng.chance(p.name === 'swarm' ? 1 / 4 : 1 / 2)) weights[f] = stallRng.range(1, 10);
+  }
+  // Answers of another cluster (`config-late8-foreign`): in a quarter of the swarm seeds, half of the net ones.
+  const foreignRng = new Prng(seed).fork('config-late8-foreign');
+  for (const f of p.faults) {
+    if (!LATE8_FAULTS.includes(f)) continue;
+    if (!p.swarm) weights[f] = 5;
+    else if (foreignRng.chance(p.name === 'swarm' ? 1 / 4 : 1 / 2)) weights[f] = foreignRng.range(1, 10);
   }
   const cutOff = weights.clientRestartCutOff !== undefined;
   const acquireTimeoutMs = cutOff && late3.chance(3 / 4) ? late3.pick([100, 250, 500, 1000]) : undefined;

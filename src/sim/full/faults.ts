@@ -73,6 +73,7 @@ export class FaultDirector {
   private partitionEpoch = 0;
   private noiseEpoch = 0;
   private mixupEpoch = 0;
+  private foreignEpoch = 0;
   private readonly weights: Partial<Record<FaultKind, number>>;
   /** One membership change at a time, and one leadership transfer. */
   private changing = false;
@@ -269,6 +270,18 @@ export class FaultDirector {
           if (epoch !== this.mixupEpoch) return;
           c.router.mixup = 0;
           this.trace('replies reach their own requests again');
+        });
+        return true;
+      }
+      case 'foreignCluster': {
+        if (c.leaseClients.length < 2) return false;
+        c.router.foreign = 0.05 + 0.3 * rng.float();
+        const epoch = ++this.foreignEpoch;
+        this.trace(`acquire answers from another cluster (p=${c.router.foreign.toFixed(3)})`);
+        this.later(this.outage(), 'foreign-cluster-gone', () => {
+          if (epoch !== this.foreignEpoch) return;
+          c.router.foreign = 0;
+          this.trace('no more answers from another cluster');
         });
         return true;
       }
@@ -988,6 +1001,7 @@ export class FaultDirector {
     }
     c.router.blocked.clear();
     c.router.mixup = 0;
+    c.router.foreign = 0;
     this.noBackStepUntil.clear();
     for (const l of c.leaseClients) l.onResumed = undefined;
     for (const h of c.hosts) h.onLeads = undefined;

@@ -4,12 +4,14 @@
 // network delay (a TCP RST); one lost on the way, or to a node that dies or stalls, ends at the
 // caller's own timeout on its virtual clock, as an AbortSignal.timeout would.
 
+import { CLUSTER_UID_HEADER } from '../../client/cluster-pin.js';
 import type { FetchInit, FetchLike, FetchResponseLike } from '../../client/http-transport.js';
 import type { Prng } from '../prng.js';
 import type { LeaseLedger } from './lease-ledger.js';
 import type { NetConditions } from './network.js';
 import type { NodeHost } from './node-host.js';
 import type { SimProcess } from './process.js';
+import { uuidOf } from './uuid.js';
 import type { World } from './world.js';
 
 /** A name that reaches any running node (a load balancer or round-robin DNS in front of the cluster). */
@@ -23,6 +25,8 @@ export interface HttpStats {
   timeouts: number;
   /** Lease replies delivered to another client's request (the `replyMixup` fault). */
   mixedUp: number;
+  /** Acquire answers replaced by another cluster's grant (the `foreignCluster` fault). */
+  foreign: number;
 }
 
 interface HeldReply {
@@ -33,7 +37,15 @@ interface HeldReply {
 }
 
 export class HttpRouter {
-  readonly stats: HttpStats = { requests: 0, replies: 0, refused: 0, lost: 0, timeouts: 0, mixedUp: 0 };
+  readonly stats: HttpStats = {
+    requests: 0,
+    replies: 0,
+    refused: 0,
+    lost: 0,
+    timeouts: 0,
+    mixedUp: 0,
+    foreign: 0,
+  };
   /** Client-to-node links that deliver nothing ("client->nodeId" or "nodeId->client"). */
   readonly blocked = new Set<string>();
   /**
@@ -42,6 +54,19 @@ export class HttpRouter {
    * was executed as sent; its own answer is lost.
    */
   mixup = 0;
+  /**
+   * Probability that a successful acquire answer to an SDK client is replaced by another cluster's grant: another
+   * client's recent grant (its worker ID, token and marks) echoing this request, named by another cluster's UUID (the
+   * `foreignCluster` fault; 0: off). The request itself was executed here as sent; its own answer is lost.
+   */
+  foreign = 0;
+  private foreignUid: string | undefined;
+  /**
+   * Client processes that were given a successful answer naming this cluster: their SDK has pinned it. A client with
+   * no pin yet takes the first cluster that answers (docs/cluster-identity.md: hence the `clusterUid` option), so
+   * another cluster's grant goes only to pinned ones: the claim the fault checks.
+   */
+  private readonly pinned = new WeakSet<SimProcess>();
   private readonly recentReplies = new Map<string, HeldReply[]>();
   /** Whether node-to-node links are cut (members' own HTTP calls, e.g. a follower's segment allocation). */
   nodeLinkBlocked: (from: number, to: number) => boolean = () => false;
@@ -187,11 +212,30 @@ export class HttpRouter {
                   `http mixup: ${clientName}'s ${init.method} ${path} gets ${other.client}'s reply ${other.body.slice(0, 120)}`,
                 );
                 ({ status, body, headers } = other);
+              } else if (
+                kind[2] === 'acquire' &&
+                this.foreign > 0 &&
+                this.pinned.has(client) &&
+                this.rng.chance(this.foreign)
+              ) {
+                const donor = held.find((r) => r.client !== clientName);
+                const forged = donor ? foreignGrant(body, donor.body) : undefined;
+                if (forged !== undefined) {
+                  this.stats.foreign++;
+                  this.foreignUid ??= uuidOf(w.rng('foreign-cluster'));
+                  w.trace(
+                    `http foreign: ${clientName}'s ${init.method} ${path} gets another cluster's grant ${forged.slice(0, 120)}`,
+                  );
+                  body = forged;
+                  headers = { ...headers, [CLUSTER_UID_HEADER]: this.foreignUid };
+                }
               }
             }
+            const pins = status >= 200 && status < 300 && headers[CLUSTER_UID_HEADER] !== undefined;
             w.sched.after(this.delay(), client, 'http-reply', () =>
               answer(() => {
                 this.stats.replies++;
+                if (pins && headers[CLUSTER_UID_HEADER] !== this.foreignUid) this.pinned.add(client);
                 resolve({
                   status,
                   headers: {
@@ -328,4 +372,28 @@ export function leaseReplyMismatch(
     if (res[k] !== v) return `${k} is ${JSON.stringify(res[k])}, the request's is ${JSON.stringify(v)}`;
   }
   return ledger?.replyMismatch(op, app, m[3] === undefined ? undefined : Number(m[3]), req, res);
+}
+
+/**
+ * Another cluster's grant for this acquire: `donor`'s grant (another client's worker ID, token and marks) with this
+ * request's own echoed fields, so that only the cluster check can tell it apart. Undefined if either is not JSON.
+ */
+function foreignGrant(own: string, donor: string): string | undefined {
+  try {
+    const o = JSON.parse(own) as Record<string, unknown>;
+    const d = JSON.parse(donor) as Record<string, unknown>;
+    if (d.app !== o.app) return undefined; // another app's worker IDs are another ID space
+    return JSON.stringify({
+      ...d,
+      op: o.op,
+      app: o.app,
+      nodeId: o.nodeId,
+      requestId: o.requestId,
+      incarnation: o.incarnation,
+      ttlMs: o.ttlMs,
+      layout: o.layout,
+    });
+  } catch {
+    return undefined;
+  }
 }

@@ -15,6 +15,7 @@ import { FloeNode, type NodeLogger } from '../../node/node.js';
 import type { NodeStorage, NodeTransport, TransportSink } from '../../node/seams.js';
 import type { ConfState, Message, NodeId, Storage } from '../../raft/types.js';
 import { httpRemoteAlloc, SequenceService, sequenceNodeOf } from '../../sequences/index.js';
+import { ClusterIdentityKeeper } from '../../server/cluster-identity.js';
 import { SnowflakeService, memberFetch as signedMemberFetch } from '../../snowflakes/index.js';
 import { FloeStateMachine } from '../../state/floe-state-machine.js';
 import type { LeaseEvent } from '../../state/leases/types.js';
@@ -27,6 +28,7 @@ import type { VirtualNetwork } from './network.js';
 import { Machine, MachineClock, SimProcess } from './process.js';
 import { REMOTE_ALLOC_DEFAULT_TIMEOUT_MS, sdkDefaultRequestTimeoutMs } from './production-defaults.js';
 import type { RaftObserver } from './raft-observer.js';
+import { uuidOf } from './uuid.js';
 import type { World } from './world.js';
 
 export interface NodeSettings {
@@ -302,6 +304,24 @@ export class NodeHost {
       this.hooks.stopped(this, reason);
     });
     sm.leases.subscribe((e) => this.hooks.leaseEvent(this.id, e));
+    // The cluster's UUID, minted by the first leader from the seed; every replica must learn the same one, once.
+    sm.cluster.onKnown((uid) => {
+      w.clusterUid ??= uid;
+      if (uid !== w.clusterUid)
+        w.fail('cluster-identity', `n${this.id} holds cluster ${uid}, another replica holds ${w.clusterUid}`);
+    });
+    const uidRng = w.rng(`cluster-uid-${this.id}-${this.incarnation}`);
+    new ClusterIdentityKeeper({
+      node: leaseNodeOf(n),
+      state: sm.cluster,
+      mint: () => uuidOf(uidRng),
+      timers: {
+        setTimeout: (fn, ms) =>
+          proc.setTimeout(() => this.guard(proc, 'the cluster identity timer', fn), ms, 'cluster-uid'),
+        clearTimeout: (h) => proc.clearTimer(h),
+      },
+      onError: (what, err) => w.trace(`${proc.name} ${what}: ${String(err)}`),
+    });
     const leases = new LeaseService({
       node: leaseNodeOf(n),
       state: sm.leases,
@@ -361,6 +381,7 @@ export class NodeHost {
         ...(sequences ? { sequences } : {}),
         ...(snowflakes ? { snowflakes } : {}),
         memberSecret: SIM_CLUSTER_SECRET,
+        clusterUid: () => sm.cluster.uid,
       },
       SIM_CLUSTER_SECRET,
     );

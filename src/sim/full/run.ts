@@ -213,6 +213,7 @@ class RunWorld implements World {
   failure: Failure | undefined;
   /** Set when the run ended with no healthy quorum of voters (corrupt data beyond the failure model). */
   livenessExempt = false;
+  clusterUid: string | undefined;
   /** The trace hash when the every-client liveness phase began (where runs ended before it). */
   hashBeforeEveryClient: string | undefined;
   private readonly root: Prng;

@@ -19,6 +19,8 @@ export type FailureKind =
   | 'timestamp-ranges-overlap'
   /** A reply did not answer its request. */
   | 'reply-mismatch'
+  /** Two replicas hold different cluster UUIDs, or one changed its UUID. */
+  | 'cluster-identity'
   /** A strict sequence's value was not above one answered before its request was sent. */
   | 'sequence-order'
   /** A key-value or counter history is not linearizable. */
@@ -72,4 +74,6 @@ export interface World {
   fail(kind: FailureKind, detail: string): void;
   /** Bugs re-introduced on purpose (test-only switches threaded to production code later). */
   readonly bugs: ReadonlySet<string>;
+  /** The cluster's UUID once a replica learned it (every replica must learn this one). */
+  clusterUid?: string;
 }

@@ -1,0 +1,120 @@
+// The cluster identity (review of FS-19): no answer used to name its cluster, so a client whose endpoints, balancer or
+// a redirect reached another Floe cluster was granted a worker ID there. Every answer names it now (`floe-cluster`);
+// these tests fail on the code before it (the transport took any 2xx as the answer).
+import { describe, expect, it } from 'vitest';
+import { CLUSTER_UID_HEADER, ClusterPin } from './cluster-pin.js';
+import { ClientOptionError, FloeUnavailableError, ReplyMismatchError } from './errors.js';
+import { type FetchLike, type FetchResponseLike, HttpTransport } from './http-transport.js';
+
+const A = '0b6f5a8e-6a43-4d8c-9a4e-2f1d3c5b7a90';
+const B = 'f3c1d2e4-1111-4222-8333-444455556666';
+
+function reply(status: number, body: unknown, cluster?: string): FetchResponseLike {
+  return {
+    status,
+    headers: { get: (n) => (n === CLUSTER_UID_HEADER && cluster !== undefined ? cluster : null) },
+    text: async () => JSON.stringify(body),
+  };
+}
+
+function transportOf(endpoints: string[], answer: (host: string) => FetchResponseLike, pin?: string) {
+  let now = 0;
+  const hosts: string[] = [];
+  const fetch: FetchLike = async (url) => {
+    const host = new URL(url).host;
+    hosts.push(host);
+    return answer(host);
+  };
+  const t = new HttpTransport({
+    endpoints,
+    requestTimeoutMs: 2000,
+    fetch,
+    monotonic: () => now,
+    wall: () => 1_780_000_000_000 + now,
+    sleep: async (ms) => {
+      now += ms;
+    },
+    random: () => 0.5,
+    cluster: new ClusterPin(pin),
+  });
+  return { t, hosts };
+}
+
+describe('ClusterPin', () => {
+  it('refuses a clusterUid option that is not a UUID, naming the option', () => {
+    expect(() => new ClusterPin('floe')).toThrow(ClientOptionError);
+    expect(() => new ClusterPin('floe')).toThrow(/clusterUid/);
+  });
+
+  it('pins the first successful answer that names a cluster; an error answer does not pin', () => {
+    const p = new ClusterPin(undefined);
+    expect(p.admit('/x', B, false)).toBeUndefined();
+    expect(p.value).toBeUndefined();
+    expect(p.admit('/x', A, true)).toBeUndefined();
+    expect(p.value).toBe(A);
+    const e = p.admit('/x', B, false);
+    expect(e).toBeInstanceOf(ReplyMismatchError);
+    expect(e?.field).toBe('cluster');
+  });
+
+  it('once pinned, a successful answer that names no cluster is refused; an error answer without one passes', () => {
+    const p = new ClusterPin(A);
+    expect(p.admit('/x', null, true)?.message).toMatch(/names no cluster/);
+    expect(p.admit('/x', null, false)).toBeUndefined();
+    expect(p.admit('/x', 'not-a-uuid', false)).toBeInstanceOf(ReplyMismatchError);
+  });
+
+  it("adopts a lease cache's cluster only when nothing is pinned", () => {
+    const p = new ClusterPin(undefined);
+    expect(p.adopt(B)).toBe(true);
+    expect(p.adopt(A)).toBe(false);
+    expect(p.value).toBe(B);
+  });
+});
+
+describe('HttpTransport: answers of another cluster (FS-19 review)', () => {
+  it('a grant from another cluster behind a configured endpoint is refused, and the call is answered by its own', async () => {
+    const { t, hosts } = transportOf(
+      ['b1:8080', 'a1:8080'],
+      (host) =>
+        host === 'b1:8080' ? reply(200, { ok: true, from: 'B' }, B) : reply(200, { ok: true, from: 'A' }, A),
+      A,
+    );
+    const r = await t.post<{ from: string }>('/v1/apps/svc/workers/acquire', {}, { budgetMs: 10_000 });
+    expect(r.body.from).toBe('A');
+    expect(hosts).toEqual(['b1:8080', 'a1:8080']);
+    expect(t.cluster.refused).toBe(1);
+  });
+
+  it("a redirect from another cluster's node is not followed", async () => {
+    const { t, hosts } = transportOf(
+      ['b1:8080', 'a1:8080'],
+      (host) => {
+        if (host === 'b1:8080')
+          return reply(307, { error: 'not_leader', message: 'x', leader: { id: 2, httpAddr: 'b2:8080' } }, B);
+        if (host === 'a1:8080') return reply(200, { ok: true }, A);
+        throw new Error(`followed to ${host}`);
+      },
+      A,
+    );
+    await t.post('/v1/apps/svc/workers/acquire', {}, { budgetMs: 10_000 });
+    expect(hosts).not.toContain('b2:8080');
+  });
+
+  it('only another cluster answering: the call fails unavailable, its cause the mismatch, never a result', async () => {
+    const { t } = transportOf(['b1:8080'], () => reply(200, { ok: true }, B), A);
+    const err = await t.post('/v1/apps/svc/workers/acquire', {}, { budgetMs: 500 }).catch((e) => e);
+    expect(err).toBeInstanceOf(FloeUnavailableError);
+    expect((err as FloeUnavailableError).cause).toBeInstanceOf(ReplyMismatchError);
+  });
+
+  it('without the option: pinned by the first result, then another cluster is refused', async () => {
+    let turn = 0;
+    const { t } = transportOf(['lb:8080'], () =>
+      turn++ === 0 ? reply(200, { n: 1 }, A) : turn === 2 ? reply(200, { n: 2 }, B) : reply(200, { n: 3 }, A),
+    );
+    expect((await t.post<{ n: number }>('/p', {}, { budgetMs: 10_000 })).body.n).toBe(1);
+    expect(t.cluster.value).toBe(A);
+    expect((await t.post<{ n: number }>('/p', {}, { budgetMs: 10_000 })).body.n).toBe(3);
+  });
+});

@@ -1,0 +1,73 @@
+import { bugOn } from '../testing/bug-switches.js';
+import { ClientOptionError, ReplyMismatchError } from './errors.js';
+
+/** The header every Floe node's HTTP answer names its cluster in (the UUID its first leader minted). */
+export const CLUSTER_UID_HEADER = 'floe-cluster';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/**
+ * The one cluster a client talks to (review of FS-19: no answer named its cluster, so a client whose endpoints,
+ * balancer or a redirect reached another Floe cluster was granted a worker ID there, one this cluster may have granted
+ * to someone else). Pinned from the `clusterUid` option, else from a lease cache's record, else from the first
+ * successful answer that names one; for the client's life. Answers of another cluster are refused (never a result); once pinned, a
+ * successful answer that names no cluster is refused too.
+ */
+export class ClusterPin {
+  private uid: string | undefined;
+  /** Answers refused because they named another cluster (or none, once pinned). */
+  refused = 0;
+
+  constructor(configured: string | undefined) {
+    if (configured !== undefined) {
+      if (typeof configured !== 'string' || !UUID.test(configured.toLowerCase()))
+        throw new ClientOptionError(
+          'clusterUid',
+          "a UUID (`floe cluster` or GET /v1/cluster's `cluster`)",
+          configured,
+        );
+      this.uid = configured.toLowerCase();
+    }
+  }
+
+  /** The pinned cluster, if any yet. */
+  get value(): string | undefined {
+    return this.uid;
+  }
+
+  /**
+   * Pins `uid` if nothing is pinned yet (a lease cache's record). Returns whether `uid` is now the pinned cluster:
+   * false means the record was written against another cluster.
+   */
+  adopt(uid: string): boolean {
+    if (!UUID.test(uid)) return false;
+    this.uid ??= uid;
+    return this.uid === uid;
+  }
+
+  /**
+   * Checks an answer's `floe-cluster` header: undefined when the answer may be used, else the error that refuses it.
+   * `success`: a 2xx answer (a result); errors and redirects that name no cluster pass (a node that has not applied
+   * the UUID yet), since what they lead to is checked in turn.
+   */
+  admit(path: string, header: string | null, success: boolean): ReplyMismatchError | undefined {
+    if (bugOn('no-cluster-check')) return undefined;
+    if (header === null) {
+      if (!success || this.uid === undefined) return undefined;
+      this.refused++;
+      return new ReplyMismatchError(path, 'cluster', this.uid, 'none (the answer names no cluster)');
+    }
+    if (!UUID.test(header)) {
+      this.refused++;
+      return new ReplyMismatchError(path, 'cluster', this.uid ?? 'a UUID', header.slice(0, 64));
+    }
+    if (this.uid === undefined) {
+      // Only a result pins: an error answer is not one, and what a redirect leads to is checked in turn.
+      if (success) this.uid = header;
+      return undefined;
+    }
+    if (header === this.uid) return undefined;
+    this.refused++;
+    return new ReplyMismatchError(path, 'cluster', this.uid, header);
+  }
+}
