@@ -1,10 +1,15 @@
 // The cluster identity (review of FS-19): no answer used to name its cluster, so a client whose endpoints, balancer or
 // a redirect reached another Floe cluster was granted a worker ID there. Every answer names it now (`floe-cluster`);
 // these tests fail on the code before it (the transport took any 2xx as the answer).
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CLUSTER_UID_HEADER, ClusterPin } from './cluster-pin.js';
 import { ClientOptionError, FloeUnavailableError, ReplyMismatchError } from './errors.js';
+import type { FloeClient } from './floe-client.js';
 import { type FetchLike, type FetchResponseLike, HttpTransport } from './http-transport.js';
+import { fakeWorld, leaveDeadLock } from './test-doubles.js';
 
 const A = '0b6f5a8e-6a43-4d8c-9a4e-2f1d3c5b7a90';
 const B = 'f3c1d2e4-1111-4222-8333-444455556666';
@@ -116,5 +121,56 @@ describe('HttpTransport: answers of another cluster (FS-19 review)', () => {
     expect((await t.post<{ n: number }>('/p', {}, { budgetMs: 10_000 })).body.n).toBe(1);
     expect(t.cluster.value).toBe(A);
     expect((await t.post<{ n: number }>('/p', {}, { budgetMs: 10_000 })).body.n).toBe(3);
+  });
+});
+
+describe('the lease cache records its cluster (FS-19 review)', () => {
+  const WALL0 = Date.UTC(2026, 5, 1);
+  const TTL = 30_000;
+
+  async function lease(s: ReturnType<typeof fakeWorld>, c: FloeClient, cachePath: string, more = {}) {
+    let done = false;
+    const p = c.leaseWorker({ app: 'orders', nodeId: 'n1', ttlMs: TTL, cachePath, ...more }).finally(() => {
+      done = true;
+    });
+    p.catch(() => {});
+    for (let i = 0; i < 2000 && !done; i++) await s.time.advance(10);
+    return p;
+  }
+
+  it("a restarted client pins its cache's cluster: another cluster's grant is refused", async () => {
+    const s = fakeWorld(WALL0);
+    s.cluster.clusterUid = A;
+    const cachePath = join(mkdtempSync(join(tmpdir(), 'floe-pin-')), 'lease.json');
+    const first = await lease(s, s.mk({ incarnation: 'p0' }), cachePath);
+    expect(JSON.parse(readFileSync(cachePath, 'utf8')).cluster).toBe(A);
+    first.snowflake().next();
+    leaveDeadLock(cachePath, 'boot-1', TTL); // the process died
+    s.cluster.clusterUid = B; // its endpoints now reach another cluster
+    const next = s.mk({ incarnation: 'p1' });
+    const got = await lease(s, next, cachePath, { acquireTimeoutMs: 300 });
+    expect(next.clusterUid).toBe(A);
+    // Cluster A is away (only B answers): the cached lease of A is resumed, within its deadline, as when A is down.
+    // Before the fix B's grant was taken: a fresh token of B's.
+    expect(got.resumedFromCache).toBe(true);
+    expect(got.token).toBe(first.token);
+    expect(next.transport.cluster.refused).toBeGreaterThan(0);
+  });
+
+  it('a cache written against another cluster than clusterUid is neither resumed nor released', async () => {
+    const s = fakeWorld(WALL0);
+    s.cluster.clusterUid = B;
+    const cachePath = join(mkdtempSync(join(tmpdir(), 'floe-pin-')), 'lease.json');
+    const first = await lease(s, s.mk({ incarnation: 'p0' }), cachePath);
+    first.snowflake().next();
+    leaveDeadLock(cachePath, 'boot-1', TTL);
+    s.cluster.clusterUid = A;
+    s.cluster.leader = undefined; // cluster A away: only the cache could help, and it is B's
+    const before = s.cluster.requests.length;
+    const err = await lease(s, s.mk({ incarnation: 'p1', clusterUid: A }), cachePath, {
+      acquireTimeoutMs: 300,
+    }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(FloeUnavailableError);
+    expect(s.cluster.requests.slice(before).some((r) => r.path.endsWith('/release'))).toBe(false);
   });
 });

@@ -70,7 +70,20 @@ export class FakeCluster {
     this.leader = hosts[0];
   }
 
+  /** The cluster's UUID, named on every answer (`floe-cluster`) when set. */
+  clusterUid: string | undefined;
+
   readonly fetch: FetchLike = async (url: string, init: FetchInit): Promise<FetchResponseLike> => {
+    const res = await this.answer(url, init);
+    const uid = this.clusterUid;
+    if (uid === undefined) return res;
+    return {
+      ...res,
+      headers: { get: (n) => (n.toLowerCase() === 'floe-cluster' ? uid : res.headers.get(n)) },
+    };
+  };
+
+  private readonly answer = async (url: string, init: FetchInit): Promise<FetchResponseLike> => {
     const u = new URL(url);
     const body = init.body ? (JSON.parse(init.body) as Record<string, unknown>) : {};
     this.requests.push({ url, host: u.host, path: u.pathname, body, auth: init.headers.authorization });

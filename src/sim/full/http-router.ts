@@ -93,6 +93,11 @@ export class HttpRouter {
   }
 
   /** A fetch for one client process; `timeoutMs` is that client's per-attempt timeout. */
+  /** `client` was configured with the cluster's UUID (`clusterUid`): pinned before its first answer. */
+  pinnedBy(client: SimProcess): void {
+    this.pinned.add(client);
+  }
+
   fetchFor(client: SimProcess, clientName: string, timeoutMs: number): FetchLike {
     return (url, init) => this.request(client, clientName, timeoutMs, url, init);
   }

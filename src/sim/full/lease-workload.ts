@@ -189,8 +189,16 @@ export class LeaseClientHost {
     const wall = w.bugs.has('client-wall-stops-in-suspend')
       ? () => proc.monoMs() + wallOffset
       : () => proc.wallMs();
+    // Half the processes started once the cluster's UUID exists are configured with it (`clusterUid`, as the docs
+    // recommend); the others pin the first answer's (or their cache's). A stream of its own: other draws stay.
+    const pinUid =
+      w.clusterUid !== undefined && w.rng(`cluster-pin-${proc.name}`).chance(1 / 2)
+        ? w.clusterUid
+        : undefined;
+    if (pinUid !== undefined) this.router.pinnedBy(proc);
     const client = new FloeClient({
       endpoints: this.endpoints,
+      ...(pinUid === undefined ? {} : { clusterUid: pinUid }),
       ...(s.sdkDefaults ? {} : { requestTimeoutMs: s.requestTimeoutMs }),
       fetch: this.router.fetchFor(proc, this.name, s.requestTimeoutMs),
       clock: {

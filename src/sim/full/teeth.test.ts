@@ -91,6 +91,17 @@ describe('the full-stack simulator finds re-introduced bugs', () => {
     expect((await runFullSim({ seed: f!.seed, profile: 'net' })).failure).toBeUndefined();
   });
 
+  it("FS-19 review: without the cluster check, another cluster's grant becomes a lease of a worker ID held here", {
+    timeout: 300_000,
+  }, async () => {
+    // Needs the foreignCluster fault (net, swarm) on a client that pinned the cluster (its option or a first answer).
+    // Net seeds 6, 13, 25 and 28 of 1-30 find it.
+    const f = await firstFailure({ profile: 'net', bugs: ['no-cluster-check'] }, 10);
+    expect(f?.kind).toBe('reply-mismatch');
+    expect(f?.detail).toMatch(/took token \d+ .* which c\d+#\d+ never sent/);
+    expect((await runFullSim({ seed: f!.seed, profile: 'net' })).failure).toBeUndefined();
+  });
+
   it('issue 9 item 6: a read armed before the core accepts it dies of an unhandled rejection', {
     timeout: 300_000,
   }, async () => {
