@@ -428,11 +428,20 @@ export class FloeClient {
       // deleted while its writer may still run) gives only a floor: it is neither resumed nor released (round 3).
       // So is a record written against another cluster (its lease and worker ID are that cluster's); a record of no
       // pinned cluster yet pins its own, so a restarted client never takes another cluster's answers (FS-19 review).
+      // A record that names no cluster (an older SDK, or a grant whose answer named none) is not known to be the
+      // pinned cluster's: once a cluster is pinned it is neither resumed nor released either (review of the cluster
+      // identity, finding 1: a pinned client resumed, or released at its own cluster, a lease another cluster granted).
       const foreign =
         (cached?.cachePath !== undefined && cachePath !== undefined
           ? !this.checkWrittenHere(cached.cachePath, cachePath)
           : false) ||
         (cached?.cluster !== undefined && !this.transport.cluster.adopt(cached.cluster));
+      /** Whether the cached lease is known to be the pinned cluster's (checked again when used: a pin may come later). */
+      const cachedHere = (): boolean =>
+        cached !== undefined &&
+        (cached.cluster === undefined
+          ? this.transport.cluster.value === undefined
+          : cached.cluster === this.transport.cluster.value);
       const path = `/v1/apps/${encodeURIComponent(o.app)}/workers/acquire`;
       const started = mono();
       // Once a release of the cached lease was sent it may have freed the worker ID: never resume that lease then.
@@ -494,7 +503,7 @@ export class FloeClient {
             continue;
           }
           if (e instanceof FloeRequestError && e.serverCode === 'lease_held' && left > 0) {
-            if (cached !== undefined && !releasedCached) {
+            if (cached !== undefined && !releasedCached && cachedHere()) {
               // Most likely our dead predecessor's lease: end it with its token, then acquire a fresh one.
               releasedCached = true;
               await this.releaseCached(cached, cachePath as string, left);
@@ -507,6 +516,7 @@ export class FloeClient {
             e instanceof FloeUnavailableError &&
             cached !== undefined &&
             !releasedCached &&
+            cachedHere() &&
             (cached.requestId === requestId || claim(cached.requestId, true))
           ) {
             const resumed = this.resume(

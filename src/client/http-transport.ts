@@ -58,6 +58,8 @@ const RETRYABLE_CODES = new Set([
   'stopped',
   'internal',
   'not_committed',
+  // A node that does not know the cluster's UUID yet (docs/cluster-identity.md): its first leader is minting it.
+  'not_ready',
 ]);
 /** A server's Retry-After is honoured up to this: a new leader is usually ready well within it. */
 const MAX_RETRY_AFTER_MS = 1000;

@@ -10,18 +10,18 @@ import { leaseNodeOf } from '../lease/floe-node-adapter.js';
 import { LeaseService } from '../lease/lease-service.js';
 import { httpRemoteAlloc, SequenceService, sequenceNodeOf } from '../sequences/index.js';
 import { PasswordVerifier } from '../server/auth/password-verifier.js';
-import { ClusterIdentityKeeper } from '../server/cluster-identity.js';
+import { askMembersForClusterUid, ClusterIdentityKeeper } from '../server/cluster-identity.js';
 import { respBackendOf } from '../server/floe-services.js';
 import { addressProof, startHttpAdmin } from '../server/http-admin.js';
 import { NodeMetrics } from '../server/metrics.js';
 import { type RespServer, startRespServer } from '../server/resp/index.js';
 import { memberFetch, SnowflakeService } from '../snowflakes/index.js';
 import { AuthStateMachine } from '../state/auth/index.js';
-import { ClusterIdentityStateMachine } from '../state/cluster/cluster-identity.js';
 import { FloeStateMachine } from '../state/floe-state-machine.js';
 import { SequenceStateMachine } from '../state/sequences/index.js';
 import { SnowflakeKeysStateMachine } from '../state/snowflakes/snowflake-keys.js';
 import { DurableStorage } from '../storage/durable-storage.js';
+import { EtcdClusterIdentity } from '../store/etcd/etcd-cluster-identity.js';
 import { EtcdLeaseStore } from '../store/etcd/etcd-lease-store.js';
 import { EtcdStateNode } from '../store/etcd/etcd-state-node.js';
 import { type LeaseStore, RaftLeaseStore } from '../store/lease-store.js';
@@ -241,24 +241,27 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
       ? new EtcdStateNode(store, `${store.keys.prefix}/auth`, state.auth, new AuthStateMachine())
       : undefined;
   users?.watch((what, err) => logger.warn({ err: String(err) }, what));
-  // The cluster's UUID (src/state/cluster), minted by the first leader; on the etcd store, by the first active node
-  // into etcd (the leases live there, so that is the cluster a client's lease belongs to).
-  const clusterNode =
+  // The cluster's UUID (docs/cluster-identity.md): minted by the first leader into the replicated state; on the etcd
+  // store, created once in etcd by whichever node gets there first (the leases live there: that is the cluster a
+  // client's lease belongs to), kept apart from the Raft state so that no restore can touch it.
+  const etcdIdentity =
     store instanceof EtcdLeaseStore
-      ? new EtcdStateNode(
-          store,
-          `${store.keys.prefix}/cluster`,
-          state.cluster,
-          new ClusterIdentityStateMachine(),
-        )
+      ? new EtcdClusterIdentity(store.client, `${store.keys.prefix}/cluster-uid`, {
+          onKnown: (uid) => logger.info({ clusterUid: uid }, 'cluster identity known'),
+          onError: (what, err) => logger.warn({ err: String(err) }, what),
+        })
       : undefined;
-  clusterNode?.watch((what, err) => logger.warn({ err: String(err) }, what));
-  const clusterIdentity = new ClusterIdentityKeeper({
-    node: clusterNode ?? leaseNodeOf(node),
-    state: state.cluster,
-    onError: (what, err) => logger.warn({ err: String(err) }, what),
-  });
-  state.cluster.onKnown((uid) => logger.info({ clusterUid: uid }, 'cluster identity known'));
+  etcdIdentity?.start();
+  const clusterIdentity = etcdIdentity
+    ? undefined
+    : new ClusterIdentityKeeper({
+        node: leaseNodeOf(node),
+        state: state.cluster,
+        askMembers: () => askMembersForClusterUid(node, scheme, internalFetch),
+        onError: (what, err) => logger.warn({ err: String(err) }, what),
+      });
+  if (!etcdIdentity)
+    state.cluster.onKnown((uid) => logger.info({ clusterUid: uid }, 'cluster identity known'));
   const services = {
     node,
     leases,
@@ -269,7 +272,7 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
     auth: state.auth,
     memberSecret: secret,
     passwords,
-    clusterUid: () => state.cluster.uid,
+    clusterUid: etcdIdentity ? () => etcdIdentity.uid : () => state.cluster.uid,
   };
   // Prometheus metrics and the dashboard's figures (docs/metrics.md), served by the HTTP listener.
   const metrics = new NodeMetrics({
@@ -402,8 +405,8 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
         await Promise.race([snowflakes.close(), new Promise((r) => setTimeout(r, 2000))]);
         users?.close();
         snowflakeKeys?.close();
-        clusterIdentity.close();
-        clusterNode?.close();
+        clusterIdentity?.close();
+        etcdIdentity?.close();
         await store.close();
         leases.close();
         sequences.close();

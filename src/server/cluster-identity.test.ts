@@ -122,7 +122,54 @@ describe('ClusterIdentityStateMachine in the replicated state', () => {
     const copy = new FloeStateMachine();
     copy.restore(sm.snapshot());
     expect(copy.cluster.uid).toBe(X);
+    // A restore never drops nor replaces a known UUID (a snapshot without one is an older version's).
     copy.restore(before);
-    expect(copy.cluster.uid).toBeUndefined();
+    expect(copy.cluster.uid).toBe(X);
+  });
+
+  // Regression (review of the cluster identity, finding 4): in a rolling upgrade from a version without the identity,
+  // a new replica that installed an old leader's snapshot forgot X, and the next leader's Y became its UUID only.
+  it('mixed versions: an older leader snapshot does not make a replica forget the UUID; replicas stay on one', () => {
+    const r1 = new FloeStateMachine();
+    const r2 = new FloeStateMachine();
+    const old = new FloeStateMachine(); // stands for an older node: its snapshot has no cluster section
+    r1.apply(encodeClusterInit(X), ctx);
+    r2.apply(encodeClusterInit(X), ctx);
+    r2.restore(old.snapshot());
+    r1.apply(encodeClusterInit(Y), ctx);
+    r2.apply(encodeClusterInit(Y), ctx);
+    expect(r2.cluster.uid).toBe(X);
+    expect(r1.cluster.uid).toBe(X);
+  });
+
+  it('a leader that knows no UUID proposes the one its members name before minting a new one', async () => {
+    const proposed: string[] = [];
+    const sm = new FloeStateMachine();
+    const keeper = new ClusterIdentityKeeper({
+      node: {
+        isLeader: () => true,
+        onRoleChange: () => () => {},
+        propose: async (cmd) => {
+          const r = sm.apply(cmd, ctx) as { uid: string };
+          proposed.push(r.uid);
+          return r;
+        },
+      },
+      state: sm.cluster,
+      mint: () => Y,
+      askMembers: async () => [undefined, X, 'garbage'],
+    });
+    await until(() => sm.cluster.uid);
+    keeper.close();
+    expect(proposed).toEqual([X]);
   });
 });
+
+async function until<T>(probe: () => T | undefined): Promise<T> {
+  for (let i = 0; i < 1000; i++) {
+    const v = probe();
+    if (v !== undefined) return v;
+    await new Promise((r) => setImmediate(r));
+  }
+  throw new Error('never');
+}

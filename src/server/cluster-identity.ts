@@ -1,11 +1,19 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { CLUSTER_UID_HEADER } from '../client/cluster-pin.js';
-import { type ClusterIdentityStateMachine, encodeClusterInit } from '../state/cluster/cluster-identity.js';
+import type { FloeNode } from '../node/node.js';
+import {
+  type ClusterIdentityStateMachine,
+  encodeClusterInit,
+  isClusterUid,
+} from '../state/cluster/cluster-identity.js';
 
 export { CLUSTER_UID_HEADER };
 
-/** What the keeper needs of the node (the Raft node's lease adapter, or the etcd store's state node). */
+/** Lease calls and segment allocations: the results the SDK takes. */
+const GATED = /^\/v1\/(apps\/[^/]+\/workers\/|sequences\/[^/]+\/alloc(\?|$))/;
+
+/** What the keeper needs of the node (the Raft node's lease adapter). */
 export interface ClusterIdentityNode {
   isLeader(): boolean;
   onRoleChange(cb: (leader: boolean) => void): () => void;
@@ -22,6 +30,12 @@ export interface ClusterIdentityKeeperOptions {
   /** Default: the global timers. */
   timers?: { setTimeout(fn: () => void, ms: number): unknown; clearTimeout(handle: unknown): void };
   onError?: (what: string, err: unknown) => void;
+  /**
+   * The UUIDs the other members name (best effort): before minting, a leader that knows none proposes one a member
+   * knows. A member may hold the UUID while the leader does not: a snapshot of a version without the identity (a
+   * rolling upgrade) carries none (review of the cluster identity, finding 4).
+   */
+  askMembers?: () => Promise<Array<string | undefined>>;
 }
 
 /**
@@ -57,13 +71,29 @@ export class ClusterIdentityKeeper {
   private ensure(): void {
     if (this.closed || this.inFlight || this.o.state.uid !== undefined || !this.o.node.isLeader()) return;
     this.inFlight = true;
-    this.o.node.propose(encodeClusterInit(this.mint())).then(
-      () => this.settled(),
-      (err) => {
-        if (this.o.node.isLeader()) this.o.onError?.('cluster identity proposal failed', err);
-        this.settled();
-      },
-    );
+    this.choose()
+      .then((uid) => {
+        if (this.closed || this.o.state.uid !== undefined || !this.o.node.isLeader()) return;
+        return this.o.node.propose(encodeClusterInit(uid));
+      })
+      .then(
+        () => this.settled(),
+        (err) => {
+          if (this.o.node.isLeader()) this.o.onError?.('cluster identity proposal failed', err);
+          this.settled();
+        },
+      );
+  }
+
+  /** The UUID a member names (the most named), else a fresh one. */
+  private async choose(): Promise<string> {
+    const named = this.o.askMembers ? await this.o.askMembers().catch(() => []) : [];
+    const counts = new Map<string, number>();
+    for (const u of named) if (isClusterUid(u)) counts.set(u, (counts.get(u) ?? 0) + 1);
+    let best: string | undefined;
+    for (const [u, n] of [...counts].sort((x, y) => (x[0] < y[0] ? -1 : 1)))
+      if (best === undefined || n > (counts.get(best) ?? 0)) best = u;
+    return best ?? this.mint();
   }
 
   private settled(): void {
@@ -87,10 +117,57 @@ export class ClusterIdentityKeeper {
  * included, once the UUID has been applied here. The SDK pins it and refuses another cluster's answers.
  */
 export function addClusterUidHeader(app: FastifyInstance, uid: () => string | undefined): void {
+  // The results the SDK uses wait for the UUID: an answer that names no cluster is then only ever an older version's,
+  // and a pinned client can refuse it (review of the cluster identity, finding 5). Only at a cluster's first election
+  // (or on a member that has not caught up with the UUID) does this answer; the SDK retries it.
+  app.addHook('onRequest', (req, reply, done) => {
+    if (req.method === 'POST' && uid() === undefined && GATED.test(req.url)) {
+      reply.code(503).header('retry-after', '1').send({
+        error: 'not_ready',
+        message:
+          "this node does not know the cluster's UUID yet (its first leader mints it; docs/cluster-identity.md): retry",
+      });
+      return;
+    }
+    done();
+  });
   // A callback hook, not an async one: it runs on every answer.
   app.addHook('onSend', (_req, reply, payload, done) => {
     const u = uid();
     if (u !== undefined) reply.header(CLUSTER_UID_HEADER, u);
     done(null, payload);
   });
+}
+
+/** A member-to-member fetch, as the node's own (TLS or not) or the simulator's. */
+export type MemberGet = (
+  url: string,
+  init: { method: string; headers: Record<string, string>; redirect: 'manual'; signal: AbortSignal },
+) => Promise<{ text(): Promise<string> }>;
+
+/** What every other member's `GET /v1/cluster` names as `cluster` (undefined where it names none or did not answer). */
+export async function askMembersForClusterUid(
+  node: FloeNode<unknown>,
+  scheme: 'http' | 'https',
+  fetcher: MemberGet | undefined,
+  timeoutMs = 1000,
+): Promise<Array<string | undefined>> {
+  const f: MemberGet = fetcher ?? ((url, init) => fetch(url, init));
+  const others = node.status().members.filter((m) => m.id !== node.id && m.httpAddr);
+  return Promise.all(
+    others.map(async (m) => {
+      try {
+        const r = await f(`${scheme}://${m.httpAddr}/v1/cluster`, {
+          method: 'GET',
+          headers: {},
+          redirect: 'manual',
+          signal: AbortSignal.timeout(timeoutMs),
+        });
+        const v = JSON.parse(await r.text()) as { cluster?: unknown };
+        return isClusterUid(v.cluster) ? v.cluster : undefined;
+      } catch {
+        return undefined;
+      }
+    }),
+  );
 }

@@ -36,9 +36,11 @@ it('SDK holders on the etcd store: 0 duplicate IDs across a kill -9 of the activ
   let duplicates = 0;
   let leases = 0;
   const errors = new Map<string, number>();
+  const clients: FloeClient[] = [];
   const endAt = performance.now() + 20_000;
   const holder = async (i: number) => {
     const client = new FloeClient({ endpoints: eps });
+    clients.push(client);
     while (performance.now() < endAt) {
       let lease: Awaited<ReturnType<FloeClient['leaseWorker']>>;
       try {
@@ -81,4 +83,17 @@ it('SDK holders on the etcd store: 0 duplicate IDs across a kill -9 of the activ
   expect(duplicates).toBe(0);
   expect(seen.size).toBeGreaterThan(10_000);
   expect(leases).toBeGreaterThan(6);
+  // The cluster's UUID lives in etcd with the leases: one for every node, the same after the active node's kill -9,
+  // and the one every client pinned (docs/cluster-identity.md).
+  const uids = await Promise.all(
+    f.nodes
+      .filter((n) => n !== old)
+      .map(
+        async (n) =>
+          ((await (await fetch(`http://${n.http}/v1/cluster`)).json()) as { cluster: string | null }).cluster,
+      ),
+  );
+  expect(new Set(uids).size).toBe(1);
+  expect(uids[0]).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
+  for (const c of clients) expect(c.clusterUid).toBe(uids[0]);
 });

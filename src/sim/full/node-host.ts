@@ -15,7 +15,7 @@ import { FloeNode, type NodeLogger } from '../../node/node.js';
 import type { NodeStorage, NodeTransport, TransportSink } from '../../node/seams.js';
 import type { ConfState, Message, NodeId, Storage } from '../../raft/types.js';
 import { httpRemoteAlloc, SequenceService, sequenceNodeOf } from '../../sequences/index.js';
-import { ClusterIdentityKeeper } from '../../server/cluster-identity.js';
+import { askMembersForClusterUid, ClusterIdentityKeeper } from '../../server/cluster-identity.js';
 import { SnowflakeService, memberFetch as signedMemberFetch } from '../../snowflakes/index.js';
 import { FloeStateMachine } from '../../state/floe-state-machine.js';
 import type { LeaseEvent } from '../../state/leases/types.js';
@@ -315,6 +315,7 @@ export class NodeHost {
       node: leaseNodeOf(n),
       state: sm.cluster,
       mint: () => uuidOf(uidRng),
+      askMembers: () => askMembersForClusterUid(n, 'http', this.hooks.memberFetch(proc, `n${this.id}`, 1000)),
       timers: {
         setTimeout: (fn, ms) =>
           proc.setTimeout(() => this.guard(proc, 'the cluster identity timer', fn), ms, 'cluster-uid'),

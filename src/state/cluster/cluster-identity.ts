@@ -8,7 +8,8 @@ import type { ApplyContext, StateMachine } from '../../node/state-machine.js';
  * to someone else (review of FS-19). `clusterId` (the peer handshake's name) cannot do this: it defaults to `floe`.
  *
  * Command: `{ns: 'cluster', op: 'init', uid}`. The first one applied wins, on every replica (apply is in log order);
- * later ones answer the winner and change nothing. Never re-minted: a snapshot carries it, a restore keeps it.
+ * later ones answer the winner and change nothing. Never re-minted: a snapshot carries it, a restore never drops nor
+ * replaces a UUID this replica knows.
  */
 export const CLUSTER_NAMESPACE = 'cluster';
 
@@ -73,9 +74,11 @@ export class ClusterIdentityStateMachine implements StateMachine<ClusterIdentity
     const d = unpack<{ v: number; uid: string | null }>(data);
     if (d.v !== 1) throw new Error(`cluster snapshot format ${d.v} is not supported by this Floe version`);
     if (d.uid !== null && !isClusterUid(d.uid)) throw new Error('cluster snapshot holds a malformed uid');
-    // Restore replaces the state: a snapshot taken before the first `init` applied holds none.
-    if (d.uid === null) this.current = undefined;
-    else if (this.current !== d.uid) this.set(d.uid);
+    // Never forgotten, never replaced: a snapshot without it comes from a version without the identity (restores
+    // only move forward, so one of this version at or past the `init` holds it), and a different one is not this
+    // cluster's (review of the cluster identity, finding 4). Both keep what this replica knows.
+    if (d.uid === null || this.current !== undefined) return;
+    this.set(d.uid);
   }
 
   private set(uid: string): void {
