@@ -75,6 +75,21 @@ describe('ClusterPin', () => {
     expect(p.adopt(A)).toBe(false);
     expect(p.value).toBe(B);
   });
+
+  it("a node's own client (review 2, finding 5): no result is taken before the node knows its UUID, then only its own", () => {
+    let own: string | undefined;
+    const p = new ClusterPin(() => own);
+    // A redirect may have led to another cluster's leader: its grant must not pin that cluster.
+    expect(p.admit('/x', B, true)).toBeInstanceOf(ReplyMismatchError);
+    expect(p.value).toBeUndefined();
+    expect(p.adopt(B)).toBe(false);
+    expect(p.admit('/x', null, false)).toBeUndefined();
+    own = A;
+    expect(p.admit('/x', B, true)).toBeInstanceOf(ReplyMismatchError);
+    expect(p.admit('/x', A, true)).toBeUndefined();
+    expect(p.value).toBe(A);
+    expect(p.refused).toBe(2);
+  });
 });
 
 describe('HttpTransport: answers of another cluster (FS-19 review)', () => {

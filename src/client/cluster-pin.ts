@@ -15,11 +15,14 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
  */
 export class ClusterPin {
   private uid: string | undefined;
+  /** A server's own client: the node's own UUID, once it knows it; nothing is pinned from an answer. */
+  private readonly source: (() => string | undefined) | undefined;
   /** Answers refused because they named another cluster (or none, once pinned). */
   refused = 0;
 
-  constructor(configured: string | undefined) {
-    if (configured !== undefined) {
+  constructor(configured: string | (() => string | undefined) | undefined) {
+    if (typeof configured === 'function') this.source = configured;
+    else if (configured !== undefined) {
       if (typeof configured !== 'string' || !UUID.test(configured.toLowerCase()))
         throw new ClientOptionError(
           'clusterUid',
@@ -32,6 +35,10 @@ export class ClusterPin {
 
   /** The pinned cluster, if any yet. */
   get value(): string | undefined {
+    if (this.uid === undefined && this.source) {
+      const v = this.source()?.toLowerCase();
+      if (v !== undefined && UUID.test(v)) this.uid = v;
+    }
     return this.uid;
   }
 
@@ -41,6 +48,7 @@ export class ClusterPin {
    */
   adopt(uid: string): boolean {
     if (!UUID.test(uid)) return false;
+    if (this.value === undefined && this.source) return false;
     this.uid ??= uid;
     return this.uid === uid;
   }
@@ -52,6 +60,10 @@ export class ClusterPin {
    */
   admit(path: string, header: string | null, success: boolean): ReplyMismatchError | undefined {
     if (bugOn('no-cluster-check')) return undefined;
+    if (this.value === undefined && this.source && success) {
+      this.refused++;
+      return new ReplyMismatchError(path, 'cluster', 'this node’s own (not known yet)', header ?? 'none');
+    }
     if (header === null) {
       if (!success || this.uid === undefined) return undefined;
       this.refused++;

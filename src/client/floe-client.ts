@@ -49,9 +49,10 @@ export interface FloeClientOptions {
    * The cluster's UUID (`floe cluster uid`, or `cluster` in `GET /v1/cluster`). Every answer names its cluster; one
    * of another cluster is refused, so a client whose endpoints, balancer or a redirect reach another Floe cluster is
    * never granted a worker ID there. Recommended in production. Without it the client pins the cluster its lease
-   * cache was written against, else the first successful answer's (docs/cluster-identity.md).
+   * cache was written against, else the first successful answer's (docs/cluster-identity.md). A function: the
+   * cluster a node's own client belongs to (the node's UUID, once it knows it); until it names one, no result is taken.
    */
-  clusterUid?: string;
+  clusterUid?: string | (() => string | undefined);
   /** Wall clock for IDs and bounds. Default `systemClock` (Date.now). */
   clock?: Clock;
   /**

@@ -153,6 +153,18 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
     onError: (what, err) => logger.warn({ err: String(err) }, what),
   });
   const store = leaseStoreOf(config, leases, state, node, logger);
+  // The cluster's UUID (docs/cluster-identity.md): minted by the first leader into the replicated state; on the etcd
+  // store, created once in etcd by whichever node gets there first (the leases live there: that is the cluster a
+  // client's lease belongs to), kept apart from the Raft state so that no restore can touch it.
+  const etcdIdentity =
+    store instanceof EtcdLeaseStore
+      ? new EtcdClusterIdentity(store.client, `${store.keys.prefix}/cluster-uid`, {
+          onKnown: (uid) => logger.info({ clusterUid: uid }, 'cluster identity known'),
+          onError: (what, err) => logger.warn({ err: String(err) }, what),
+        })
+      : undefined;
+  etcdIdentity?.start();
+  const clusterUid = etcdIdentity ? () => etcdIdentity.uid : () => state.cluster.uid;
   // The audit trail: the leader writes every applied lease and segment event (docs/audit.md). Subscribed before the
   // node starts, so entries replayed at start produce their events too (a new leader re-emits what it remembers).
   const audit = await createAuditPipeline({
@@ -194,6 +206,7 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
       secret,
       leaderHttpAddr: () => (store.routing ? store.routing.active() : node.leaderHint())?.httpAddr,
       scheme,
+      clusterUid,
       ...(internalFetch ? { fetch: internalFetch } : {}),
     }),
   });
@@ -221,6 +234,8 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
     client: new FloeClient({
       endpoints: [`${scheme}://${config.httpAddr}`],
       fetch: memberFetch(secret, config.nodeId, internalFetch),
+      // Its own cluster only: a redirect to an address that reaches another cluster is refused (review 2, finding 5).
+      clusterUid,
     }),
     holder: `floe-node-${config.nodeId}`,
     pinnedLayout: snowflakeKeys
@@ -241,23 +256,12 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
       ? new EtcdStateNode(store, `${store.keys.prefix}/auth`, state.auth, new AuthStateMachine())
       : undefined;
   users?.watch((what, err) => logger.warn({ err: String(err) }, what));
-  // The cluster's UUID (docs/cluster-identity.md): minted by the first leader into the replicated state; on the etcd
-  // store, created once in etcd by whichever node gets there first (the leases live there: that is the cluster a
-  // client's lease belongs to), kept apart from the Raft state so that no restore can touch it.
-  const etcdIdentity =
-    store instanceof EtcdLeaseStore
-      ? new EtcdClusterIdentity(store.client, `${store.keys.prefix}/cluster-uid`, {
-          onKnown: (uid) => logger.info({ clusterUid: uid }, 'cluster identity known'),
-          onError: (what, err) => logger.warn({ err: String(err) }, what),
-        })
-      : undefined;
-  etcdIdentity?.start();
   const clusterIdentity = etcdIdentity
     ? undefined
     : new ClusterIdentityKeeper({
         node: leaseNodeOf(node),
         state: state.cluster,
-        askMembers: () => askMembersForClusterUid(node, scheme, internalFetch),
+        askMembers: () => askMembersForClusterUid(node, scheme, internalFetch, secret),
         onError: (what, err) => logger.warn({ err: String(err) }, what),
       });
   if (!etcdIdentity)
@@ -272,7 +276,7 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
     auth: state.auth,
     memberSecret: secret,
     passwords,
-    clusterUid: etcdIdentity ? () => etcdIdentity.uid : () => state.cluster.uid,
+    clusterUid,
   };
   // Prometheus metrics and the dashboard's figures (docs/metrics.md), served by the HTTP listener.
   const metrics = new NodeMetrics({

@@ -1,4 +1,5 @@
 import { createHmac } from 'node:crypto';
+import { CLUSTER_UID_HEADER } from '../client/cluster-pin.js';
 import type { SequenceResult } from '../state/sequences/index.js';
 import type { AllocCommand } from './sequence-service.js';
 
@@ -31,7 +32,13 @@ export interface HttpRemoteAllocOptions {
       redirect: 'manual';
       signal: AbortSignal;
     },
-  ) => Promise<{ status: number; json(): Promise<unknown> }>;
+  ) => Promise<{ status: number; json(): Promise<unknown>; headers?: { get(name: string): string | null } }>;
+  /**
+   * This node's cluster UUID, once known: an allocation is taken only from a leader that names the same one in its
+   * `floe-cluster` header, so a stale leader address that reaches another cluster's node never hands this node a
+   * segment (review 2 of the cluster identity, finding 5).
+   */
+  clusterUid?: () => string | undefined;
 }
 
 /** A follower's `remoteAlloc`: POSTs the command to the leader and returns its result (checked by the caller). */
@@ -54,8 +61,17 @@ export function httpRemoteAlloc(o: HttpRemoteAllocOptions): (cmd: AllocCommand) 
         addr = (body.leader as { httpAddr?: string } | undefined)?.httpAddr;
         continue;
       }
-      if (res.status === 200 || res.status === 409 || res.status === 404 || res.status === 400)
+      if (res.status === 200 || res.status === 409 || res.status === 404 || res.status === 400) {
+        if (o.clusterUid) {
+          const mine = o.clusterUid();
+          const theirs = res.headers?.get(CLUSTER_UID_HEADER) ?? null;
+          if (mine === undefined || theirs !== mine)
+            throw new RemoteAllocError(
+              `the leader at ${addr} names cluster ${theirs ?? 'none'}, this node ${mine ?? 'none yet'}: answer refused`,
+            );
+        }
         return body as unknown as SequenceResult;
+      }
       throw new RemoteAllocError(
         `the leader refused the allocation (${res.status} ${String(body.message ?? '')})`,
       );

@@ -7,11 +7,14 @@ import {
   encodeClusterInit,
   isClusterUid,
 } from '../state/cluster/cluster-identity.js';
+import { verifyClusterUidProof } from './member-auth.js';
 
 export { CLUSTER_UID_HEADER };
 
-/** Lease calls and segment allocations: the results the SDK takes. */
-const GATED = /^\/v1\/(apps\/[^/]+\/workers\/|sequences\/[^/]+\/alloc(\?|$))/;
+/** Lease calls: a follower redirects them (no result, nothing to gate), the leader serves them. */
+const LEASE_CALL = /^\/v1\/apps\/[^/]+\/workers\//;
+/** Segment allocations: a node-mode follower serves them itself. */
+const SEGMENT_ALLOC = /^\/v1\/sequences\/[^/]+\/alloc(\?|$)/;
 
 /** What the keeper needs of the node (the Raft node's lease adapter). */
 export interface ClusterIdentityNode {
@@ -116,12 +119,19 @@ export class ClusterIdentityKeeper {
  * Every answer of this node's HTTP API names the cluster (`floe-cluster: <uuid>`), error answers and redirects
  * included, once the UUID has been applied here. The SDK pins it and refuses another cluster's answers.
  */
-export function addClusterUidHeader(app: FastifyInstance, uid: () => string | undefined): void {
+export function addClusterUidHeader(
+  app: FastifyInstance,
+  uid: () => string | undefined,
+  servesLeases: () => boolean,
+): void {
   // The results the SDK uses wait for the UUID: an answer that names no cluster is then only ever an older version's,
   // and a pinned client can refuse it (review of the cluster identity, finding 5). Only at a cluster's first election
-  // (or on a member that has not caught up with the UUID) does this answer; the SDK retries it.
+  // (or on a member that has not caught up with the UUID) does this answer; the SDK retries it. Lease calls wait only
+  // where they are served: a follower's answer is a redirect to the leader, which the client checks there (review 2
+  // of the cluster identity, finding 2: gating it too stalls every lease call under an older leader).
   app.addHook('onRequest', (req, reply, done) => {
-    if (req.method === 'POST' && uid() === undefined && GATED.test(req.url)) {
+    const gated = SEGMENT_ALLOC.test(req.url) || (LEASE_CALL.test(req.url) && servesLeases());
+    if (req.method === 'POST' && uid() === undefined && gated) {
       reply.code(503).header('retry-after', '1').send({
         error: 'not_ready',
         message:
@@ -145,15 +155,22 @@ export type MemberGet = (
   init: { method: string; headers: Record<string, string>; redirect: 'manual'; signal: AbortSignal },
 ) => Promise<{ text(): Promise<string> }>;
 
-/** What every other member's `GET /v1/cluster` names as `cluster` (undefined where it names none or did not answer). */
+/**
+ * The UUIDs the other voters name in `GET /v1/cluster`, each counted only if its answer proves it: the answering
+ * node's `id` is the member asked for, and `clusterProof` verifies under this cluster's secret (undefined where it
+ * names none, does not prove it, or did not answer).
+ */
 export async function askMembersForClusterUid(
   node: FloeNode<unknown>,
   scheme: 'http' | 'https',
   fetcher: MemberGet | undefined,
+  secret: string,
   timeoutMs = 1000,
 ): Promise<Array<string | undefined>> {
   const f: MemberGet = fetcher ?? ((url, init) => fetch(url, init));
-  const others = node.status().members.filter((m) => m.id !== node.id && m.httpAddr);
+  const st = node.status();
+  const voters = new Set(st.conf.voters);
+  const others = st.members.filter((m) => m.id !== node.id && voters.has(m.id) && m.httpAddr);
   return Promise.all(
     others.map(async (m) => {
       try {
@@ -163,8 +180,9 @@ export async function askMembersForClusterUid(
           redirect: 'manual',
           signal: AbortSignal.timeout(timeoutMs),
         });
-        const v = JSON.parse(await r.text()) as { cluster?: unknown };
-        return isClusterUid(v.cluster) ? v.cluster : undefined;
+        const v = JSON.parse(await r.text()) as { id?: unknown; cluster?: unknown; clusterProof?: unknown };
+        if (v.id !== m.id || !isClusterUid(v.cluster)) return undefined;
+        return verifyClusterUidProof(secret, m.id, v.cluster, v.clusterProof) ? v.cluster : undefined;
       } catch {
         return undefined;
       }

@@ -44,3 +44,18 @@ export function verifyMemberHeader(
   const got = Buffer.from(m[3]!);
   return want.length === got.length && timingSafeEqual(want, got) ? nodeId : undefined;
 }
+
+/**
+ * A member's proof that it names `uid` as the cluster's UUID: HMAC-SHA256 of (nodeId, uid) under the cluster secret.
+ * A leader that knows no UUID adopts a member's only with it, so an address that reaches another cluster's node (a
+ * reused IP, a typo) cannot hand this cluster that cluster's UUID (review 2 of the cluster identity, finding 1).
+ */
+export function clusterUidProof(secret: string, nodeId: number, uid: string): string {
+  return createHmac('sha256', secret).update(`floe-cluster-uid\n${nodeId}\n${uid}`).digest('hex');
+}
+
+export function verifyClusterUidProof(secret: string, nodeId: number, uid: string, proof: unknown): boolean {
+  if (typeof proof !== 'string' || !/^[0-9a-f]{64}$/.test(proof)) return false;
+  const want = Buffer.from(clusterUidProof(secret, nodeId, uid));
+  return timingSafeEqual(want, Buffer.from(proof));
+}

@@ -470,10 +470,23 @@ export function httpJsonCall(base: string, headers: Record<string, string> = {})
  */
 export async function importThroughApi(
   data: LeaseExport,
-  call: JsonCall,
+  rawCall: JsonCall,
   log: (line: string) => void = () => {},
+  opts: { clusterWaitMs?: number; retryMs?: number } = {},
 ): Promise<{ apps: number; records: number; sequences: number; refused: string[] }> {
   checkVersion(data);
+  const retryMs = opts.retryMs ?? 500;
+  // Lease calls and allocations answer 503 not_ready until the target knows its cluster UUID (docs/cluster-identity.md):
+  // wait for it before changing anything, and retry that answer on every call, so an import never stops half-way on
+  // a fresh target (review 2 of the cluster identity, finding 4).
+  const call: JsonCall = async (method, path, body) => {
+    for (let tries = 0; ; tries++) {
+      const r = await rawCall(method, path, body);
+      if (r.status !== 503 || r.body.error !== 'not_ready' || tries >= 60) return r;
+      await new Promise((res) => setTimeout(res, retryMs));
+    }
+  };
+  await waitForClusterUid(rawCall, opts.clusterWaitMs ?? 30_000, retryMs, log);
   const enc = encodeURIComponent;
   const fail = (app: string, what: string, r: { status: number; body: unknown }): never => {
     throw new Error(
@@ -584,6 +597,28 @@ export async function importThroughApi(
       );
   }
   return { apps, records, sequences, refused };
+}
+
+/** Waits until the target names its cluster UUID (`GET /v1/cluster`); a target that predates it has no field. */
+async function waitForClusterUid(
+  call: JsonCall,
+  waitMs: number,
+  retryMs: number,
+  log: (line: string) => void,
+): Promise<void> {
+  const deadline = Date.now() + waitMs;
+  for (let logged = false; ; ) {
+    const r = await call('GET', '/v1/cluster');
+    if (r.status === 200 && (!('cluster' in r.body) || typeof r.body.cluster === 'string')) return;
+    if (Date.now() >= deadline)
+      throw new Error(
+        `the target does not know its cluster UUID after ${waitMs} ms (GET /v1/cluster answered ${r.status} ` +
+          `${JSON.stringify(r.body).slice(0, 200)}): nothing was imported; is a leader elected?`,
+      );
+    if (!logged) log('waiting for the target to know its cluster UUID (its first leader mints it)');
+    logged = true;
+    await new Promise((res) => setTimeout(res, retryMs));
+  }
 }
 
 /**

@@ -15,6 +15,7 @@ import {
 } from '../../state/sequences/index.js';
 import { clusterView } from '../dashboard/cluster-view.js';
 import { strictPositiveInt } from '../http-hardening.js';
+import { clusterUidProof } from '../member-auth.js';
 import type { RouteHelpers } from './auth.js';
 import { errors, int, obj, str, WRITE_ERRORS } from './schemas.js';
 
@@ -49,6 +50,11 @@ export const clusterViewSchema = obj(
       ...nullableStr,
       description:
         "the cluster's UUID (every answer names it in the floe-cluster header; SDK option clusterUid); null until the first leader's is applied here",
+    },
+    clusterProof: {
+      ...nullableStr,
+      description:
+        "HMAC-SHA256 of (id, cluster) under the cluster secret: a leader that knows no UUID adopts only a member's it can verify (docs/cluster-identity.md)",
     },
     role: { type: 'string', enum: ['leader', 'follower', 'candidate', 'preCandidate'] },
     leader: { type: 'integer', description: 'the leader id, 0 when none is known' },
@@ -87,7 +93,14 @@ export const clusterPlugin: FastifyPluginAsync<ClusterPluginOptions> = async (
   app,
   { node, clusterUid, clusterSecret, fail },
 ) => {
-  const view = () => ({ ...clusterView(node), cluster: clusterUid?.() ?? null });
+  const view = () => {
+    const uid = clusterUid?.();
+    return {
+      ...clusterView(node),
+      cluster: uid ?? null,
+      clusterProof: uid !== undefined && clusterSecret ? clusterUidProof(clusterSecret, node.id, uid) : null,
+    };
+  };
   app.get(
     '/v1/cluster',
     {

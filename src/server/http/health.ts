@@ -7,11 +7,22 @@ import { bool, int, obj, str } from './schemas.js';
 export interface HealthPluginOptions {
   node: FloeNode<unknown>;
   registry: NodeMetrics['registry'];
+  /** The cluster's UUID once known here: until then lease calls answer 503 not_ready, so the node is not ready. */
+  clusterUid?: () => string | undefined;
 }
 
-const readiness = obj({ ready: bool, lead: int, commit: int, applied: int });
+const readiness = obj({
+  ready: bool,
+  lead: int,
+  commit: int,
+  applied: int,
+  clusterKnown: { ...bool, description: "this node knows the cluster's UUID (docs/cluster-identity.md)" },
+});
 
-export const healthPlugin: FastifyPluginAsync<HealthPluginOptions> = async (app, { node, registry }) => {
+export const healthPlugin: FastifyPluginAsync<HealthPluginOptions> = async (
+  app,
+  { node, registry, clusterUid },
+) => {
   app.get(
     '/healthz',
     {
@@ -33,18 +44,17 @@ export const healthPlugin: FastifyPluginAsync<HealthPluginOptions> = async (app,
     {
       schema: {
         tags: ['health'],
-        summary: 'Readiness: a leader is known and this node applied everything committed',
+        summary:
+          "Readiness: a leader is known, this node applied everything committed and knows the cluster's UUID",
         response: { 200: readiness, 503: readiness },
       },
     },
     async (_req, reply) => {
       const s = node.status();
-      const ready = !s.stopped && s.lead !== 0 && s.appliedIndex >= s.commit;
-      if (!ready)
-        return reply
-          .code(503)
-          .send({ ready: false, lead: s.lead, commit: s.commit, applied: s.appliedIndex });
-      return { ready: true, lead: s.lead, commit: s.commit, applied: s.appliedIndex };
+      const clusterKnown = clusterUid === undefined || clusterUid() !== undefined;
+      const ready = !s.stopped && s.lead !== 0 && s.appliedIndex >= s.commit && clusterKnown;
+      const body = { ready, lead: s.lead, commit: s.commit, applied: s.appliedIndex, clusterKnown };
+      return ready ? body : reply.code(503).send(body);
     },
   );
 

@@ -57,7 +57,11 @@ export function registerHttpRoutes(app: FastifyInstance, o: HttpRoutesOptions): 
   app.addSchema({ $id: CLUSTER_VIEW_SCHEMA_ID, ...clusterViewSchema });
   const hints = (): MemberHints => memberHints(o.node);
   const fail: RouteHelpers['fail'] = (reply, err, path) => sendHttpError(reply, err, path, hints);
-  if (o.services?.clusterUid) addClusterUidHeader(app, o.services.clusterUid);
+  if (o.services?.clusterUid) {
+    const { node, store } = o.services;
+    // On the etcd store every node reaches the leases (routed by the store); on Raft the leader serves them.
+    addClusterUidHeader(app, o.services.clusterUid, () => store?.routing !== undefined || node.isLeader);
+  }
   if (o.services) {
     const helpers = registerAuth(app, o.services, fail);
     if (o.services.sequences) app.register(sequencesPlugin, { sequences: o.services.sequences, helpers });
@@ -65,7 +69,11 @@ export function registerHttpRoutes(app: FastifyInstance, o: HttpRoutesOptions): 
     app.register(leasesPlugin, { services: o.services, helpers });
     app.register(usersPlugin, { services: o.services, helpers });
   }
-  app.register(healthPlugin, { node: o.node, registry: o.registry });
+  app.register(healthPlugin, {
+    node: o.node,
+    registry: o.registry,
+    ...(o.services?.clusterUid ? { clusterUid: o.services.clusterUid } : {}),
+  });
   app.register(clusterPlugin, {
     node: o.node,
     ...(o.services?.clusterUid ? { clusterUid: o.services.clusterUid } : {}),

@@ -315,7 +315,13 @@ export class NodeHost {
       node: leaseNodeOf(n),
       state: sm.cluster,
       mint: () => uuidOf(uidRng),
-      askMembers: () => askMembersForClusterUid(n, 'http', this.hooks.memberFetch(proc, `n${this.id}`, 1000)),
+      askMembers: () =>
+        askMembersForClusterUid(
+          n,
+          'http',
+          this.hooks.memberFetch(proc, `n${this.id}`, 1000),
+          SIM_CLUSTER_SECRET,
+        ),
       timers: {
         setTimeout: (fn, ms) =>
           proc.setTimeout(() => this.guard(proc, 'the cluster identity timer', fn), ms, 'cluster-uid'),
@@ -359,8 +365,9 @@ export class NodeHost {
             fetch: async (url, init) => {
               const r = await allocFetch(url, init);
               const text = await r.text();
-              return { status: r.status, json: async () => JSON.parse(text) as unknown };
+              return { status: r.status, headers: r.headers, json: async () => JSON.parse(text) as unknown };
             },
+            clusterUid: () => sm.cluster.uid,
           }),
         });
     const snowflakes = s.snowflakes
@@ -424,6 +431,8 @@ export class NodeHost {
       endpoints: [`http://${this.httpAddr}`],
       ...(this.settings.production ? {} : { requestTimeoutMs: 1000 }),
       fetch: signedMemberFetch(SIM_CLUSTER_SECRET, this.id, fetch),
+      // Its own cluster only, as src/node/start.ts pins it.
+      clusterUid: () => sm.cluster.uid,
       clock: {
         now: () => Math.floor(proc.wallMs()),
         waitUntil: (ms: number) => proc.busyWaitUntilWall(ms),
