@@ -59,8 +59,10 @@ export function registerHttpRoutes(app: FastifyInstance, o: HttpRoutesOptions): 
   const fail: RouteHelpers['fail'] = (reply, err, path) => sendHttpError(reply, err, path, hints);
   if (o.services?.clusterUid) {
     const { node, store } = o.services;
-    // On the etcd store every node reaches the leases (routed by the store); on Raft the leader serves them.
-    addClusterUidHeader(app, o.services.clusterUid, () => store?.routing !== undefined || node.isLeader);
+    // Lease calls are served by the Raft leader, or on the etcd store by its active node; the others redirect.
+    addClusterUidHeader(app, o.services.clusterUid, () =>
+      store?.routing ? store.routing.isActive() : node.isLeader,
+    );
   }
   if (o.services) {
     const helpers = registerAuth(app, o.services, fail);

@@ -31,10 +31,11 @@ describe('RESP lease clients in the full simulator', () => {
     expect(b.stats.respLease).toEqual(a.stats.respLease);
   }, 60_000);
 
-  // `clients` seed 5 with 3 RESP lease clients: a client paused past its deadline renews late; the switch answers the
+  // `clients` seed 13 with 3 RESP lease clients (5 until the cluster identity's init entry moved every run; 13 is the
+  // first of 1-13 since): a client paused past its deadline renews late; the switch answers the
   // renewal of its expired token (the worker ID was granted to another client meanwhile) and it issues again.
-  it('finds resp-renew-unchecked (clients seed 5), which passes without the switch', async () => {
-    const opts = { seed: 5, profile: 'clients', respLeaseClients: 3 } as const;
+  it('finds resp-renew-unchecked (clients seed 13), which passes without the switch', async () => {
+    const opts = { seed: 13, profile: 'clients', respLeaseClients: 3 } as const;
     const bad = await runFullSim({ ...opts, bugs: ['resp-renew-unchecked'] });
     expect(bad.failure?.kind).toBe('lease-overlap');
     expect(bad.failure?.detail).toMatch(/^worker svc\/\d+ used by r\d#\d+\/\d+ until/);
