@@ -44,13 +44,21 @@ export interface HttpRemoteAllocOptions {
 /** A follower's `remoteAlloc`: POSTs the command to the leader and returns its result (checked by the caller). */
 export function httpRemoteAlloc(o: HttpRemoteAllocOptions): (cmd: AllocCommand) => Promise<SequenceResult> {
   return async (cmd) => {
+    const mine = o.clusterUid?.();
+    // No segment is asked for that this node would have to refuse (its answer cannot be checked yet).
+    if (o.clusterUid && mine === undefined)
+      throw new RemoteAllocError("this node does not know its cluster's UUID yet: no segment asked for");
     let addr = o.leaderHttpAddr();
     for (let hop = 0; hop < 2; hop++) {
       if (!addr) throw new RemoteAllocError('no leader is known to allocate a segment');
       const res = await (o.fetch ?? fetch)(`${o.scheme ?? 'http'}://${addr}${REMOTE_ALLOC_PATH}`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ ...cmd, proof: allocProof(o.secret, cmd) }),
+        body: JSON.stringify({
+          ...cmd,
+          proof: allocProof(o.secret, cmd),
+          ...(mine === undefined ? {} : { cluster: mine }),
+        }),
         redirect: 'manual',
         signal: AbortSignal.timeout(o.timeoutMs ?? REMOTE_ALLOC_DEFAULT_TIMEOUT_MS),
       }).catch((err: unknown) => {
@@ -63,7 +71,6 @@ export function httpRemoteAlloc(o: HttpRemoteAllocOptions): (cmd: AllocCommand) 
       }
       if (res.status === 200 || res.status === 409 || res.status === 404 || res.status === 400) {
         if (o.clusterUid) {
-          const mine = o.clusterUid();
           const theirs = res.headers?.get(CLUSTER_UID_HEADER) ?? null;
           if (mine === undefined || theirs !== mine)
             throw new RemoteAllocError(

@@ -13,6 +13,8 @@ export { CLUSTER_UID_HEADER };
 
 /** Lease calls: a follower redirects them (no result, nothing to gate), the leader serves them. */
 const LEASE_CALL = /^\/v1\/apps\/[^/]+\/workers\//;
+/** A follower's node-mode allocation through the leader (members only): the leader proposes it. */
+const INTERNAL_ALLOC = /^\/v1\/internal\/sequences\/alloc(\?|$)/;
 /** Segment allocations: a node-mode follower serves them itself. */
 const SEGMENT_ALLOC = /^\/v1\/sequences\/[^/]+\/alloc(\?|$)/;
 
@@ -130,7 +132,20 @@ export function addClusterUidHeader(
   // where they are served: a follower's answer is a redirect to the leader, which the client checks there (review 2
   // of the cluster identity, finding 2: gating it too stalls every lease call under an older leader).
   app.addHook('onRequest', (req, reply, done) => {
-    const gated = SEGMENT_ALLOC.test(req.url) || (LEASE_CALL.test(req.url) && servesLeases());
+    // A caller that names the cluster it means (import-api does) is refused here before anything is done, if this
+    // is another one: a redirect to a stale address must not act on the wrong cluster (review 3, finding 1).
+    const expected = req.headers[CLUSTER_UID_HEADER];
+    const known = uid();
+    if (typeof expected === 'string' && known !== undefined && expected.toLowerCase() !== known) {
+      reply.code(421).send({
+        error: 'cluster_mismatch',
+        message: `this node belongs to cluster ${known}; the request is meant for ${expected.slice(0, 64)}`,
+      });
+      return;
+    }
+    const gated =
+      SEGMENT_ALLOC.test(req.url) ||
+      ((LEASE_CALL.test(req.url) || INTERNAL_ALLOC.test(req.url)) && servesLeases());
     if (req.method === 'POST' && uid() === undefined && gated) {
       reply.code(503).header('retry-after', '1').send({
         error: 'not_ready',

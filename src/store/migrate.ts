@@ -1,4 +1,5 @@
 import { Etcd3 } from 'etcd3';
+import { CLUSTER_UID_HEADER } from '../client/cluster-pin.js';
 import { decodeEnvelope, pack, unpack } from '../node/envelope.js';
 import { FloeStateMachine } from '../state/floe-state-machine.js';
 import type { LeaseStateMachine } from '../state/leases/lease-state-machine.js';
@@ -433,14 +434,25 @@ export type JsonCall = (
   method: string,
   path: string,
   body?: unknown,
-) => Promise<{ status: number; body: Record<string, unknown> }>;
+  /** The cluster the call is meant for: sent as `floe-cluster`, so a node of another cluster refuses it (421). */
+  cluster?: string,
+) => Promise<{
+  status: number;
+  body: Record<string, unknown>;
+  /** The answer's `floe-cluster` header (null: none; absent: a call that cannot see headers). */
+  cluster?: string | null;
+}>;
 
 /** JSON over fetch to `base` (e.g. `http://10.0.0.1:7380`), following 307 to the leader. */
 export function httpJsonCall(base: string, headers: Record<string, string> = {}): JsonCall {
-  return async (method, path, body) => {
+  return async (method, path, body, cluster) => {
     const res = await fetch(`${base}${path}`, {
       method,
-      headers: { ...headers, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      headers: {
+        ...headers,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        ...(cluster === undefined ? {} : { [CLUSTER_UID_HEADER]: cluster }),
+      },
       body: body === undefined ? undefined : JSON.stringify(body),
       signal: AbortSignal.timeout(30_000),
     });
@@ -451,7 +463,7 @@ export function httpJsonCall(base: string, headers: Record<string, string> = {})
     } catch {
       parsed = { error: 'not_json', message: text.slice(0, 200) };
     }
-    return { status: res.status, body: parsed };
+    return { status: res.status, body: parsed, cluster: res.headers.get(CLUSTER_UID_HEADER) };
   };
 }
 
@@ -479,14 +491,21 @@ export async function importThroughApi(
   // Lease calls and allocations answer 503 not_ready until the target knows its cluster UUID (docs/cluster-identity.md):
   // wait for it before changing anything, and retry that answer on every call, so an import never stops half-way on
   // a fresh target (review 2 of the cluster identity, finding 4).
+  const target = await waitForClusterUid(rawCall, opts.clusterWaitMs ?? 30_000, retryMs, log);
+  // Every answer must come from the target's cluster: a redirect to a stale leader address may reach another one,
+  // which would take the marks while the target got none (review 3 of the cluster identity, finding 1).
   const call: JsonCall = async (method, path, body) => {
     for (let tries = 0; ; tries++) {
-      const r = await rawCall(method, path, body);
+      const r = await rawCall(method, path, body, target);
+      if (target !== undefined && r.cluster !== undefined && r.cluster !== target)
+        throw new Error(
+          `${method} ${path} was answered by cluster ${r.cluster ?? 'none'}, not the target's ${target} ` +
+            '(a redirect reached another cluster?): import stopped',
+        );
       if (r.status !== 503 || r.body.error !== 'not_ready' || tries >= 60) return r;
       await new Promise((res) => setTimeout(res, retryMs));
     }
   };
-  await waitForClusterUid(rawCall, opts.clusterWaitMs ?? 30_000, retryMs, log);
   const enc = encodeURIComponent;
   const fail = (app: string, what: string, r: { status: number; body: unknown }): never => {
     throw new Error(
@@ -599,17 +618,21 @@ export async function importThroughApi(
   return { apps, records, sequences, refused };
 }
 
-/** Waits until the target names its cluster UUID (`GET /v1/cluster`); a target that predates it has no field. */
+/**
+ * Waits until the target names its cluster UUID (`GET /v1/cluster`) and returns it; undefined for a target that
+ * predates it (no field).
+ */
 async function waitForClusterUid(
   call: JsonCall,
   waitMs: number,
   retryMs: number,
   log: (line: string) => void,
-): Promise<void> {
+): Promise<string | undefined> {
   const deadline = Date.now() + waitMs;
   for (let logged = false; ; ) {
     const r = await call('GET', '/v1/cluster');
-    if (r.status === 200 && (!('cluster' in r.body) || typeof r.body.cluster === 'string')) return;
+    if (r.status === 200 && !('cluster' in r.body)) return undefined;
+    if (r.status === 200 && typeof r.body.cluster === 'string') return r.body.cluster;
     if (Date.now() >= deadline)
       throw new Error(
         `the target does not know its cluster UUID after ${waitMs} ms (GET /v1/cluster answered ${r.status} ` +

@@ -127,6 +127,7 @@ export const clusterPlugin: FastifyPluginAsync<ClusterPluginOptions> = async (
           count: { description: 'how many values' },
           owner: { description: 'the allocating member' },
           proof: { description: 'HMAC of the command under the cluster secret' },
+          cluster: { description: "the follower's cluster UUID: another cluster's gets no segment" },
         }),
         response: { 200: obj({ ok: { type: 'boolean' } }), ...errors(400, 403, 404, 409, ...WRITE_ERRORS) },
       },
@@ -144,6 +145,14 @@ export const clusterPlugin: FastifyPluginAsync<ClusterPluginOptions> = async (
           .code(403)
           .send({ error: 'forbidden', message: 'segment allocation needs the cluster secret' });
       if (!node.isLeader) return fail(reply, new NotLeaderError(node.id, node.leaderHint()), req.url);
+      // The follower names its cluster: one of another cluster (same secret) gets no segment proposed for it
+      // (review 3 of the cluster identity, finding 2; its answer would be refused and the segment lost).
+      const mine = clusterUid?.();
+      if (b.cluster !== undefined && b.cluster !== mine)
+        return reply.code(409).send({
+          error: 'cluster_mismatch',
+          message: `this cluster is ${mine ?? 'not known yet'}, the request names ${String(b.cluster).slice(0, 64)}`,
+        });
       try {
         const r = (await node.propose(encodeSequenceCommand(cmd))) as SequenceResult;
         if (r.ok) return r;

@@ -9,6 +9,11 @@ export interface HealthPluginOptions {
   registry: NodeMetrics['registry'];
   /** The cluster's UUID once known here: until then lease calls answer 503 not_ready, so the node is not ready. */
   clusterUid?: () => string | undefined;
+  /**
+   * Whether lease calls are served here (the leader): only there do they wait for the UUID. A follower redirects
+   * them, so it is ready without it (under an older leader that never mints one, a rolling upgrade would stall).
+   */
+  servesLeases?: () => boolean;
 }
 
 const readiness = obj({
@@ -21,7 +26,7 @@ const readiness = obj({
 
 export const healthPlugin: FastifyPluginAsync<HealthPluginOptions> = async (
   app,
-  { node, registry, clusterUid },
+  { node, registry, clusterUid, servesLeases },
 ) => {
   app.get(
     '/healthz',
@@ -45,14 +50,15 @@ export const healthPlugin: FastifyPluginAsync<HealthPluginOptions> = async (
       schema: {
         tags: ['health'],
         summary:
-          "Readiness: a leader is known, this node applied everything committed and knows the cluster's UUID",
+          "Readiness: a leader is known, this node applied everything committed and, if it serves lease calls, knows the cluster's UUID",
         response: { 200: readiness, 503: readiness },
       },
     },
     async (_req, reply) => {
       const s = node.status();
       const clusterKnown = clusterUid === undefined || clusterUid() !== undefined;
-      const ready = !s.stopped && s.lead !== 0 && s.appliedIndex >= s.commit && clusterKnown;
+      const gated = !clusterKnown && (servesLeases?.() ?? true);
+      const ready = !s.stopped && s.lead !== 0 && s.appliedIndex >= s.commit && !gated;
       const body = { ready, lead: s.lead, commit: s.commit, applied: s.appliedIndex, clusterKnown };
       return ready ? body : reply.code(503).send(body);
     },

@@ -57,13 +57,10 @@ export function registerHttpRoutes(app: FastifyInstance, o: HttpRoutesOptions): 
   app.addSchema({ $id: CLUSTER_VIEW_SCHEMA_ID, ...clusterViewSchema });
   const hints = (): MemberHints => memberHints(o.node);
   const fail: RouteHelpers['fail'] = (reply, err, path) => sendHttpError(reply, err, path, hints);
-  if (o.services?.clusterUid) {
-    const { node, store } = o.services;
-    // Lease calls are served by the Raft leader, or on the etcd store by its active node; the others redirect.
-    addClusterUidHeader(app, o.services.clusterUid, () =>
-      store?.routing ? store.routing.isActive() : node.isLeader,
-    );
-  }
+  // Lease calls are served by the Raft leader, or on the etcd store by its active node; the others redirect.
+  const store = o.services?.store;
+  const servesLeases = () => (store?.routing ? store.routing.isActive() : o.node.isLeader);
+  if (o.services?.clusterUid) addClusterUidHeader(app, o.services.clusterUid, servesLeases);
   if (o.services) {
     const helpers = registerAuth(app, o.services, fail);
     if (o.services.sequences) app.register(sequencesPlugin, { sequences: o.services.sequences, helpers });
@@ -74,7 +71,7 @@ export function registerHttpRoutes(app: FastifyInstance, o: HttpRoutesOptions): 
   app.register(healthPlugin, {
     node: o.node,
     registry: o.registry,
-    ...(o.services?.clusterUid ? { clusterUid: o.services.clusterUid } : {}),
+    ...(o.services?.clusterUid ? { clusterUid: o.services.clusterUid, servesLeases } : {}),
   });
   app.register(clusterPlugin, {
     node: o.node,
