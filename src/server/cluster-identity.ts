@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { CLUSTER_UID_HEADER } from '../client/cluster-pin.js';
 import type { FloeNode } from '../node/node.js';
+import { REMOTE_ALLOC_PATH } from '../sequences/remote-alloc.js';
 import {
   type ClusterIdentityStateMachine,
   encodeClusterInit,
@@ -11,12 +12,20 @@ import { verifyClusterUidProof } from './member-auth.js';
 
 export { CLUSTER_UID_HEADER };
 
-/** Lease calls: a follower redirects them (no result, nothing to gate), the leader serves them. */
-const LEASE_CALL = /^\/v1\/apps\/[^/]+\/workers\//;
-/** A follower's node-mode allocation through the leader (members only): the leader proposes it. */
-const INTERNAL_ALLOC = /^\/v1\/internal\/sequences\/alloc(\?|$)/;
-/** Segment allocations: a node-mode follower serves them itself. */
-const SEGMENT_ALLOC = /^\/v1\/sequences\/[^/]+\/alloc(\?|$)/;
+/**
+ * The routes whose results wait for the UUID where they are served (the leader; the etcd store's active node): lease
+ * calls, segment allocations, and a follower's node-mode allocation through the leader. Matched on the route's
+ * pattern, not the raw URL, so a percent-encoded path is gated too (review 4 of the cluster identity, finding 2). A
+ * follower redirects lease calls and strict allocations, and allocates node-mode segments only through the leader
+ * once it knows its own UUID (src/sequences/remote-alloc.ts): gating it would stall it under an older leader.
+ */
+const GATED_ROUTES = new Set([
+  '/v1/apps/:app/workers/acquire',
+  '/v1/apps/:app/workers/:workerId/renew',
+  '/v1/apps/:app/workers/:workerId/release',
+  '/v1/sequences/:key/alloc',
+  REMOTE_ALLOC_PATH,
+]);
 
 /** What the keeper needs of the node (the Raft node's lease adapter). */
 export interface ClusterIdentityNode {
@@ -133,7 +142,8 @@ export function addClusterUidHeader(
   // of the cluster identity, finding 2: gating it too stalls every lease call under an older leader).
   app.addHook('onRequest', (req, reply, done) => {
     // A caller that names the cluster it means (import-api does) is refused here before anything is done, if this
-    // is another one: a redirect to a stale address must not act on the wrong cluster (review 3, finding 1).
+    // is another one: a redirect to a stale address must not act on the wrong cluster (review 3, finding 1). A node
+    // that does not know its own yet cannot tell: it does nothing either (review 4, finding 1).
     const expected = req.headers[CLUSTER_UID_HEADER];
     const known = uid();
     if (typeof expected === 'string' && known !== undefined && expected.toLowerCase() !== known) {
@@ -143,10 +153,10 @@ export function addClusterUidHeader(
       });
       return;
     }
-    const gated =
-      SEGMENT_ALLOC.test(req.url) ||
-      ((LEASE_CALL.test(req.url) || INTERNAL_ALLOC.test(req.url)) && servesLeases());
-    if (req.method === 'POST' && uid() === undefined && gated) {
+    const named = typeof expected === 'string';
+    const route = req.routeOptions?.url;
+    const gated = req.method === 'POST' && route !== undefined && GATED_ROUTES.has(route) && servesLeases();
+    if (known === undefined && (named || gated)) {
       reply.code(503).header('retry-after', '1').send({
         error: 'not_ready',
         message:

@@ -23,6 +23,12 @@ export interface ClusterPluginOptions {
   node: FloeNode<unknown>;
   /** The cluster's UUID once applied here (absent in some tests: then `cluster` is null). */
   clusterUid?: () => string | undefined;
+  /**
+   * False on the etcd store: the sequences live in etcd, and this route proposes through the Raft node, whose
+   * allocation etcd would never hold (a later active node could hand the same values out again: review 4 of the
+   * cluster identity, finding 5). A standby there gets no node-mode segment (501).
+   */
+  remoteAllocServed?: boolean;
   /** The cluster secret: members prove it (HMAC) when they publish addresses or allocate segments. */
   clusterSecret?: string;
   fail: RouteHelpers['fail'];
@@ -91,7 +97,7 @@ const addressesMessage = 'need member id, httpAddr and respAddr';
 
 export const clusterPlugin: FastifyPluginAsync<ClusterPluginOptions> = async (
   app,
-  { node, clusterUid, clusterSecret, fail },
+  { node, clusterUid, clusterSecret, fail, remoteAllocServed = true },
 ) => {
   const view = () => {
     const uid = clusterUid?.();
@@ -129,7 +135,10 @@ export const clusterPlugin: FastifyPluginAsync<ClusterPluginOptions> = async (
           proof: { description: 'HMAC of the command under the cluster secret' },
           cluster: { description: "the follower's cluster UUID: another cluster's gets no segment" },
         }),
-        response: { 200: obj({ ok: { type: 'boolean' } }), ...errors(400, 403, 404, 409, ...WRITE_ERRORS) },
+        response: {
+          200: obj({ ok: { type: 'boolean' } }),
+          ...errors(400, 403, 404, 409, 501, ...WRITE_ERRORS),
+        },
       },
     },
     async (req, reply) => {
@@ -144,6 +153,12 @@ export const clusterPlugin: FastifyPluginAsync<ClusterPluginOptions> = async (
         return reply
           .code(403)
           .send({ error: 'forbidden', message: 'segment allocation needs the cluster secret' });
+      if (!remoteAllocServed)
+        return reply.code(501).send({
+          error: 'not_supported',
+          message:
+            'on the etcd store node-mode segments are not allocated for other nodes: the active node serves the sequence',
+        });
       if (!node.isLeader) return fail(reply, new NotLeaderError(node.id, node.leaderHint()), req.url);
       // The follower names its cluster: one of another cluster (same secret) gets no segment proposed for it
       // (review 3 of the cluster identity, finding 2; its answer would be refused and the segment lost).

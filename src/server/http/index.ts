@@ -77,6 +77,7 @@ export function registerHttpRoutes(app: FastifyInstance, o: HttpRoutesOptions): 
     node: o.node,
     ...(o.services?.clusterUid ? { clusterUid: o.services.clusterUid } : {}),
     clusterSecret: o.clusterSecret,
+    remoteAllocServed: !store?.routing,
     fail,
   });
   app.register(kvPlugin, { node: o.node, kv: o.kv, fail });
