@@ -40,6 +40,18 @@ export const ERROR_TABLE = {
     resp: 'MOVED',
     when: 'a write or linearizable read reached a follower: HTTP 307 with `Location` when the leader is known, else 503; RESP `-MOVED <slot> <leader>`, or `-CLUSTERDOWN` for a command without a key',
   },
+  not_ready: {
+    http: 503,
+    when: "a lease call or segment allocation reached the node that serves it before it knows the cluster's UUID (its first leader mints it; docs/cluster-identity.md), or a request naming a cluster reached a node that cannot tell yet: nothing happened, retry (`Retry-After: 1`)",
+  },
+  cluster_mismatch: {
+    http: 421,
+    when: 'the request names another cluster in its `floe-cluster` header (import-api, a follower allocating a node-mode segment): it reached the wrong cluster, nothing happened',
+  },
+  not_supported: {
+    http: 501,
+    when: 'on the etcd store a node-mode segment is not allocated for another node through the internal route: the active node serves the sequence',
+  },
   not_committed: {
     http: 503,
     resp: 'TRYAGAIN',

@@ -137,7 +137,7 @@ export const clusterPlugin: FastifyPluginAsync<ClusterPluginOptions> = async (
         }),
         response: {
           200: obj({ ok: { type: 'boolean' } }),
-          ...errors(400, 403, 404, 409, 501, ...WRITE_ERRORS),
+          ...errors(400, 403, 404, 409, 421, 501, ...WRITE_ERRORS),
         },
       },
     },
@@ -164,7 +164,7 @@ export const clusterPlugin: FastifyPluginAsync<ClusterPluginOptions> = async (
       // (review 3 of the cluster identity, finding 2; its answer would be refused and the segment lost).
       const mine = clusterUid?.();
       if (b.cluster !== undefined && b.cluster !== mine)
-        return reply.code(409).send({
+        return reply.code(421).send({
           error: 'cluster_mismatch',
           message: `this cluster is ${mine ?? 'not known yet'}, the request names ${String(b.cluster).slice(0, 64)}`,
         });
