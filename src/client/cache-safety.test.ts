@@ -18,27 +18,15 @@ import { type CacheFs, nodeCacheFs } from './cache-fs.js';
 import { ClientOptionError } from './errors.js';
 import type { FloeClient, LeaseWorkerOptions } from './floe-client.js';
 import type { FetchLike } from './http-transport.js';
-import { type FakeTime, fakeWorld, leaveDeadLock } from './test-doubles.js';
-import type { WorkerLease } from './worker-lease.js';
+import { type FakeTime, fakeWorld, leaseDriven, leaveDeadLock } from './test-doubles.js';
 
 const WALL0 = Date.UTC(2026, 5, 1);
 const TTL = 30_000;
 
 const setup = () => fakeWorld(WALL0);
 
-async function lease(
-  s: { time: FakeTime },
-  c: FloeClient,
-  o: Partial<LeaseWorkerOptions> = {},
-): Promise<WorkerLease> {
-  let done = false;
-  const p = c.leaseWorker({ app: 'orders', nodeId: 'n1', ttlMs: TTL, ...o }).finally(() => {
-    done = true;
-  });
-  p.catch(() => {});
-  for (let i = 0; i < 2000 && !done; i++) await s.time.advance(10);
-  return p;
-}
+const lease = (s: { time: FakeTime }, c: FloeClient, o: Partial<LeaseWorkerOptions> = {}) =>
+  leaseDriven(s.time, c, { app: 'orders', nodeId: 'n1', ttlMs: TTL, ...o });
 
 const tmp = () => mkdtempSync(join(tmpdir(), 'floe-cache-safety-'));
 

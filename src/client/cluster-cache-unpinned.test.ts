@@ -8,26 +8,14 @@ import { describe, expect, it } from 'vitest';
 import { CLUSTER_UID_HEADER } from './cluster-pin.js';
 import type { FloeClient, LeaseWorkerOptions } from './floe-client.js';
 import type { FetchLike } from './http-transport.js';
-import { type FakeTime, fakeWorld, leaveDeadLock } from './test-doubles.js';
-import type { WorkerLease } from './worker-lease.js';
+import { type FakeTime, fakeWorld, leaseDriven, leaveDeadLock } from './test-doubles.js';
 
 const A = '0b6f5a8e-6a43-4d8c-9a4e-2f1d3c5b7a90';
 const B = 'f3c1d2e4-1111-4222-8333-444455556666';
 const TTL = 30_000;
 
-async function lease(
-  s: { time: FakeTime },
-  c: FloeClient,
-  o: Partial<LeaseWorkerOptions> = {},
-): Promise<WorkerLease> {
-  let done = false;
-  const p = c.leaseWorker({ app: 'orders', nodeId: 'n1', ttlMs: TTL, ...o }).finally(() => {
-    done = true;
-  });
-  p.catch(() => {});
-  for (let i = 0; i < 2000 && !done; i++) await s.time.advance(10);
-  return p;
-}
+const lease = (s: { time: FakeTime }, c: FloeClient, o: Partial<LeaseWorkerOptions> = {}) =>
+  leaseDriven(s.time, c, { app: 'orders', nodeId: 'n1', ttlMs: TTL, ...o });
 
 /** The fake cluster's answers, each naming `uid` (or none). */
 function naming(inner: FetchLike, uid: string | undefined): FetchLike {

@@ -8,8 +8,8 @@ import { describe, expect, it } from 'vitest';
 import { CLUSTER_UID_HEADER, ClusterPin } from './cluster-pin.js';
 import { ClientOptionError, FloeUnavailableError, ReplyMismatchError } from './errors.js';
 import type { FloeClient } from './floe-client.js';
-import { type FetchLike, type FetchResponseLike, HttpTransport } from './http-transport.js';
-import { fakeWorld, leaveDeadLock } from './test-doubles.js';
+import type { FetchResponseLike } from './http-transport.js';
+import { fakeWorld, leaveDeadLock, virtualTransport } from './test-doubles.js';
 
 const A = '0b6f5a8e-6a43-4d8c-9a4e-2f1d3c5b7a90';
 const B = 'f3c1d2e4-1111-4222-8333-444455556666';
@@ -22,28 +22,8 @@ function reply(status: number, body: unknown, cluster?: string): FetchResponseLi
   };
 }
 
-function transportOf(endpoints: string[], answer: (host: string) => FetchResponseLike, pin?: string) {
-  let now = 0;
-  const hosts: string[] = [];
-  const fetch: FetchLike = async (url) => {
-    const host = new URL(url).host;
-    hosts.push(host);
-    return answer(host);
-  };
-  const t = new HttpTransport({
-    endpoints,
-    requestTimeoutMs: 2000,
-    fetch,
-    monotonic: () => now,
-    wall: () => 1_780_000_000_000 + now,
-    sleep: async (ms) => {
-      now += ms;
-    },
-    random: () => 0.5,
-    cluster: new ClusterPin(pin),
-  });
-  return { t, hosts };
-}
+const transportOf = (endpoints: string[], answer: (host: string) => FetchResponseLike, pin?: string) =>
+  virtualTransport(endpoints, answer, new ClusterPin(pin));
 
 describe('ClusterPin', () => {
   it('refuses a clusterUid option that is not a UUID, naming the option', () => {

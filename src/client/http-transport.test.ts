@@ -9,33 +9,14 @@ import {
   MAX_LEARNED_PER_CALL,
   MAX_RESPONSE_BYTES,
 } from './http-transport.js';
+import { virtualTransport } from './test-doubles.js';
 
 function reply(status: number, body: unknown): FetchResponseLike {
   return { status, headers: { get: () => null }, text: async () => JSON.stringify(body) };
 }
 
-/** A transport on virtual time (each sleep moves it; every answer comes at once) and the given cluster. */
-function transportOf(endpoints: string[], answer: (host: string) => FetchResponseLike) {
-  let now = 0;
-  const hosts: string[] = [];
-  const fetch: FetchLike = async (url) => {
-    const host = new URL(url).host;
-    hosts.push(host);
-    return answer(host);
-  };
-  const t = new HttpTransport({
-    endpoints,
-    requestTimeoutMs: 2000,
-    fetch,
-    monotonic: () => now,
-    wall: () => 1_780_000_000_000 + now,
-    sleep: async (ms) => {
-      now += ms;
-    },
-    random: () => 0.5,
-  });
-  return { t, hosts };
-}
+const transportOf = (endpoints: string[], answer: (host: string) => FetchResponseLike) =>
+  virtualTransport(endpoints, answer);
 
 const gone = (host: string): never => {
   throw new TypeError(`fetch failed: connect ECONNREFUSED ${host}`);

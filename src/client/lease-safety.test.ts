@@ -7,8 +7,7 @@ import { CeilingReachedError, defineLayout } from '../id/index.js';
 import { FloeRequestError, LeaseLostError, LeaseRenewalLateError } from './errors.js';
 import { FloeClient, type FloeClientOptions, type LeaseWorkerOptions } from './floe-client.js';
 import type { LeaseCacheRecord } from './lease-cache.js';
-import { FakeCluster, FakeTime, fakeClientOptions, leaveDeadLock } from './test-doubles.js';
-import type { WorkerLease } from './worker-lease.js';
+import { FakeCluster, FakeTime, fakeClientOptions, leaseDriven, leaveDeadLock } from './test-doubles.js';
 
 const WALL0 = Date.UTC(2026, 5, 1);
 
@@ -20,19 +19,8 @@ function setup(extra: Partial<FloeClientOptions> = {}, cluster = new FakeCluster
 }
 
 /** leaseWorker, driving virtual time until it settles. */
-async function lease(
-  s: { time: FakeTime },
-  client: FloeClient,
-  o: Partial<LeaseWorkerOptions> = {},
-): Promise<WorkerLease> {
-  let done = false;
-  const p = client.leaseWorker({ app: 'orders', nodeId: 'n1', ttlMs: 3000, ...o }).finally(() => {
-    done = true;
-  });
-  p.catch(() => {});
-  for (let i = 0; i < 2000 && !done; i++) await s.time.advance(10);
-  return p;
-}
+const lease = (s: { time: FakeTime }, c: FloeClient, o: Partial<LeaseWorkerOptions> = {}) =>
+  leaseDriven(s.time, c, { app: 'orders', nodeId: 'n1', ttlMs: 3000, ...o });
 
 const errorOf = async (p: Promise<unknown>) =>
   p.then(

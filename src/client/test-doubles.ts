@@ -2,8 +2,10 @@
 import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { lockPathOf, lockRecordFor } from './cache-lock.js';
-import { FloeClient, type FloeClientOptions } from './floe-client.js';
-import type { FetchInit, FetchLike, FetchResponseLike } from './http-transport.js';
+import type { ClusterPin } from './cluster-pin.js';
+import { FloeClient, type FloeClientOptions, type LeaseWorkerOptions } from './floe-client.js';
+import { type FetchInit, type FetchLike, type FetchResponseLike, HttpTransport } from './http-transport.js';
+import type { WorkerLease } from './worker-lease.js';
 
 /**
  * Leaves on `cachePath` the lock of a process that has died (a real PID, of a child that has exited), as a crashed
@@ -346,4 +348,51 @@ export function fakeWorld(wall0: number) {
   const mk = (more: Partial<FloeClientOptions> = {}) =>
     new FloeClient(fakeClientOptions(cluster, time, more));
   return { cluster, time, mk };
+}
+
+/** Drives `time` in 10 ms steps until `leaseWorker(o)` settles (at most `steps` of them); its result or rejection. */
+export async function leaseDriven(
+  time: FakeTime,
+  client: FloeClient,
+  o: LeaseWorkerOptions,
+  steps = 2000,
+): Promise<WorkerLease> {
+  let done = false;
+  const p = client.leaseWorker(o).finally(() => {
+    done = true;
+  });
+  p.catch(() => {}); // observed by the caller; keeps the rejection handled while time is driven
+  for (let i = 0; i < steps && !done; i++) await time.advance(10);
+  return p;
+}
+
+/**
+ * An HttpTransport on virtual time (each sleep moves it; every answer comes at once from `answer(host)`), pinned to
+ * `cluster` if given; `hosts` lists the hosts asked, in order.
+ */
+export function virtualTransport(
+  endpoints: string[],
+  answer: (host: string) => FetchResponseLike,
+  cluster?: ClusterPin,
+): { t: HttpTransport; hosts: string[] } {
+  let now = 0;
+  const hosts: string[] = [];
+  const fetch: FetchLike = async (url) => {
+    const host = new URL(url).host;
+    hosts.push(host);
+    return answer(host);
+  };
+  const t = new HttpTransport({
+    endpoints,
+    requestTimeoutMs: 2000,
+    fetch,
+    monotonic: () => now,
+    wall: () => 1_780_000_000_000 + now,
+    sleep: async (ms) => {
+      now += ms;
+    },
+    random: () => 0.5,
+    ...(cluster ? { cluster } : {}),
+  });
+  return { t, hosts };
 }

@@ -2,57 +2,20 @@
 // failed on ecca21b.
 import { afterEach, describe, expect, it } from 'vitest';
 import { leaseNodeOf } from '../lease/floe-node-adapter.js';
-import { LeaseService } from '../lease/lease-service.js';
+import type { LeaseService } from '../lease/lease-service.js';
 import { NotLeaderError } from '../node/errors.js';
 import type { FloeNode } from '../node/node.js';
-import { httpJsonCall, importThroughApi, type LeaseExport } from '../store/migrate.js';
+import { httpJsonCall, importThroughApi } from '../store/migrate.js';
 import { askMembersForClusterUid, ClusterIdentityKeeper } from './cluster-identity.js';
 import type { FloeServices } from './floe-services.js';
 import { startHttpAdmin } from './http-admin.js';
+import { identityCluster, knownUid, oneAppExport } from './test-identity-cluster.js';
 import { memorySingleNode } from './test-node.js';
 
 const stops: Array<() => Promise<void>> = [];
 afterEach(async () => {
   for (const s of stops.splice(0).reverse()) await s();
 });
-
-/** A one-node cluster with the real HTTP API; `keeper: false` plays the window before its UUID is applied. */
-async function cluster(keeper = true, clusterSecret = 'secret-a') {
-  const { node, state } = memorySingleNode();
-  const leases = new LeaseService({ node: leaseNodeOf(node), state: state.leases });
-  let k = keeper ? new ClusterIdentityKeeper({ node: leaseNodeOf(node), state: state.cluster }) : undefined;
-  const app = await startHttpAdmin({
-    node,
-    kv: state.kv,
-    services: { node, leases, auth: state.auth, clusterUid: () => state.cluster.uid },
-    clusterSecret,
-    host: '127.0.0.1',
-    port: 0,
-  });
-  node.start();
-  await node.waitForLeader();
-  await leases.whenReady();
-  stops.push(async () => {
-    k?.close();
-    leases.close();
-    await node.stop('test over');
-    await app.close();
-  });
-  const addr = app.server.address();
-  if (!addr || typeof addr === 'string') throw new Error('no address');
-  const startKeeper = () => {
-    k ??= new ClusterIdentityKeeper({ node: leaseNodeOf(node), state: state.cluster });
-  };
-  return { node, state, app, base: `127.0.0.1:${addr.port}`, startKeeper };
-}
-
-/** Resolves once `state.cluster` names a UUID (its onKnown event). */
-function known(state: ReturnType<typeof memorySingleNode>['state']): Promise<string> {
-  return new Promise((resolve) => {
-    if (state.cluster.uid !== undefined) resolve(state.cluster.uid);
-    else state.cluster.onKnown(resolve);
-  });
-}
 
 /** Cluster B's leader, knowing no UUID, whose member 3's recorded httpAddr is `addr`; returns the UUID it settles on. */
 async function leaderOfB(addr: string, secret: string, memberId = 3): Promise<string> {
@@ -74,7 +37,7 @@ async function leaderOfB(addr: string, secret: string, memberId = 3): Promise<st
   });
   node.start();
   await node.waitForLeader();
-  const uid = await known(state);
+  const uid = await knownUid(state);
   keeper.close();
   await node.stop('test over');
   return uid;
@@ -82,21 +45,21 @@ async function leaderOfB(addr: string, secret: string, memberId = 3): Promise<st
 
 describe('review 2 of the cluster identity', () => {
   it('finding 1: a member address that reaches another cluster (another secret) does not give this cluster that UUID', async () => {
-    const a = await cluster();
-    const aUid = await known(a.state);
+    const a = await identityCluster(stops);
+    const aUid = await knownUid(a.state);
     expect(await leaderOfB(a.base, 'secret-b')).not.toBe(aUid);
   });
 
   it('finding 1: nor does a node of the same secret that is not the member asked for (its id differs)', async () => {
-    const a = await cluster(); // node id 1
-    const aUid = await known(a.state);
+    const a = await identityCluster(stops); // node id 1
+    const aUid = await knownUid(a.state);
     expect(await leaderOfB(a.base, 'secret-a', 3)).not.toBe(aUid);
   });
 
   it('finding 1: the member asked for, proving the UUID under this cluster’s secret, is adopted', async () => {
     // Node 1 of A answers as member 1 with a proof under A's secret: B here is A's own leader after a state loss.
-    const a = await cluster();
-    const aUid = await known(a.state);
+    const a = await identityCluster(stops);
+    const aUid = await knownUid(a.state);
     const { node, state } = memorySingleNode();
     const view = {
       id: 2,
@@ -109,7 +72,7 @@ describe('review 2 of the cluster identity', () => {
     });
     node.start();
     await node.waitForLeader();
-    const uid = await known(state);
+    const uid = await knownUid(state);
     keeper.close();
     await node.stop('test over');
     expect(uid).toBe(aUid);
@@ -144,7 +107,7 @@ describe('review 2 of the cluster identity', () => {
   });
 
   it('finding 2: the leader that does not know the UUID yet answers lease calls 503 not_ready', async () => {
-    const c = await cluster(false);
+    const c = await identityCluster(stops, { keeper: false });
     const res = await c.app.inject({
       method: 'POST',
       url: '/v1/apps/svc/workers/acquire',
@@ -155,55 +118,37 @@ describe('review 2 of the cluster identity', () => {
   });
 
   it('finding 3: /readyz is not "ready" while lease calls answer 503 not_ready, and is once the UUID is known', async () => {
-    const c = await cluster(false);
+    const c = await identityCluster(stops, { keeper: false });
     const ready = await c.app.inject({ method: 'GET', url: '/readyz' });
     expect(ready.statusCode).toBe(503);
     expect(ready.json().clusterKnown).toBe(false);
     c.startKeeper();
-    await known(c.state);
+    await knownUid(c.state);
     const after = await c.app.inject({ method: 'GET', url: '/readyz' });
     expect(after.statusCode).toBe(200);
     expect(after.json()).toMatchObject({ ready: true, clusterKnown: true });
   });
 
-  const exported = () =>
-    ({
-      format: 'floe-leases',
-      version: 2,
-      source: ['test'],
-      pools: [
-        {
-          app: 'svc',
-          bits: 4,
-          datacenterBits: 0,
-          layout: '',
-          records: [{ workerId: 3, highWaterMs: Date.now() - 60_000, floorMs: 0 }],
-        },
-      ],
-      sequences: [],
-      tombstones: [],
-    }) as unknown as LeaseExport;
-
   it('finding 4: import-api into a fresh cluster waits for its UUID, then imports everything', async () => {
-    const c = await cluster(false);
+    const c = await identityCluster(stops, { keeper: false });
     const call = httpJsonCall(`http://${c.base}`);
     const lines: string[] = [];
-    const running = importThroughApi(exported(), call, (l) => lines.push(l), { retryMs: 20 });
+    const running = importThroughApi(oneAppExport(), call, (l) => lines.push(l), { retryMs: 20 });
     // The keeper starts once the import is waiting (its first line), not after a guessed delay.
     while (lines.length === 0) await new Promise((r) => setImmediate(r));
     expect(lines[0]).toMatch(/cluster UUID/);
     c.startKeeper();
     const first = await running;
     expect(first).toMatchObject({ apps: 1, records: 1, refused: [] });
-    const again = await importThroughApi(exported(), call);
+    const again = await importThroughApi(oneAppExport(), call);
     expect(again.refused).toEqual(['svc']);
   });
 
   it('finding 4: import-api into a cluster that never learns its UUID stops before changing anything, saying why', async () => {
-    const c = await cluster(false);
+    const c = await identityCluster(stops, { keeper: false });
     const call = httpJsonCall(`http://${c.base}`);
     await expect(
-      importThroughApi(exported(), call, () => {}, { clusterWaitMs: 100, retryMs: 20 }),
+      importThroughApi(oneAppExport(), call, () => {}, { clusterWaitMs: 100, retryMs: 20 }),
     ).rejects.toThrow(/does not know its cluster UUID .* nothing was imported/);
     expect(c.state.leases.pool('svc')).toBeUndefined();
   });
