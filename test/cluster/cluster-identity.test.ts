@@ -68,12 +68,19 @@ describe('cluster identity (real processes)', () => {
     });
     const lease = await client.leaseWorker({ app: 'svc', nodeId: 'host-1' });
     try {
-      const onA = await http<{ leases: { token: number; nodeId: string }[] }>(
-        a.node(1).http,
-        'GET',
-        '/v1/apps/svc/workers',
-      );
-      expect(onA.body.leases.map((l) => l.token)).toContain(lease.token);
+      // Any member answers (redirected to the leader); under load one may answer 503 while a leader settles.
+      const onA = await until('A to list its leases', async () => {
+        for (const n of a.nodes) {
+          const r = await http<{ leases?: { token: number; nodeId: string }[] }>(
+            n.http,
+            'GET',
+            '/v1/apps/svc/workers',
+          );
+          if (r.status === 200 && r.body.leases) return r.body.leases;
+        }
+        return undefined;
+      });
+      expect(onA.map((l) => l.token)).toContain(lease.token);
       expect(client.transport.cluster.refused).toBeGreaterThanOrEqual(1);
       // Renewals go on against A only.
       await lease.renewNow();
