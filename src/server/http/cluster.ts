@@ -1,7 +1,7 @@
 // The cluster: its view (open), membership and leadership transfer (admin on '*': the root
 // preHandler in auth.ts), and the two member-only routes, which prove the cluster secret with an
 // HMAC in the body instead of a user (address publication, node-mode segment allocation).
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createHmac } from 'node:crypto';
 import type { FastifyPluginAsync } from 'fastify';
 import { hostPortProblem } from '../../net/host-port.js';
 import { NotLeaderError } from '../../node/errors.js';
@@ -15,7 +15,7 @@ import {
 } from '../../state/sequences/index.js';
 import { clusterView } from '../dashboard/cluster-view.js';
 import { strictPositiveInt } from '../http-hardening.js';
-import { clusterUidProof } from '../member-auth.js';
+import { clusterUidProof, safeEqual } from '../member-auth.js';
 import type { RouteHelpers } from './auth.js';
 import { errors, int, obj, str, WRITE_ERRORS } from './schemas.js';
 
@@ -37,12 +37,6 @@ export interface ClusterPluginOptions {
 /** HMAC-SHA256 over a member's id and client addresses, keyed with the cluster secret. */
 export function addressProof(secret: string, id: number, httpAddr: string, respAddr: string): string {
   return createHmac('sha256', secret).update(`floe-publish\n${id}\n${httpAddr}\n${respAddr}`).digest('hex');
-}
-
-function safeEqual(a: string, b: string): boolean {
-  const x = Buffer.from(a);
-  const y = Buffer.from(b);
-  return x.length === y.length && timingSafeEqual(x, y);
 }
 
 // ---- schemas --------------------------------------------------------------------------------
