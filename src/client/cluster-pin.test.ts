@@ -22,8 +22,11 @@ function reply(status: number, body: unknown, cluster?: string): FetchResponseLi
   };
 }
 
-const transportOf = (endpoints: string[], answer: (host: string) => FetchResponseLike, pin?: string) =>
-  virtualTransport(endpoints, answer, new ClusterPin(pin));
+const transportOf = (
+  endpoints: string[],
+  answer: (host: string, headers: Record<string, string>) => FetchResponseLike,
+  pin?: string,
+) => virtualTransport(endpoints, answer, new ClusterPin(pin));
 
 describe('ClusterPin', () => {
   it('refuses a clusterUid option that is not a UUID, naming the option', () => {
@@ -116,6 +119,69 @@ describe('HttpTransport: answers of another cluster (FS-19 review)', () => {
     expect((await t.post<{ n: number }>('/p', {}, { budgetMs: 10_000 })).body.n).toBe(1);
     expect(t.cluster.value).toBe(A);
     expect((await t.post<{ n: number }>('/p', {}, { budgetMs: 10_000 })).body.n).toBe(3);
+  });
+});
+
+describe('HttpTransport: every request names the pinned cluster (the next step after the FS-19 review)', () => {
+  // Before, the SDK checked only the answer: another cluster behind a configured endpoint had already acted (granted a
+  // lease that then sat unused for a TTL, or renewed or released one whose app, worker ID and token matched).
+  it('sends floe-cluster once pinned by the option, and nothing before a first result pins one', async () => {
+    const seen: Array<string | undefined> = [];
+    const pinned = transportOf(
+      ['a1:8080'],
+      (_h, headers) => {
+        seen.push(headers[CLUSTER_UID_HEADER]);
+        return reply(200, { ok: true }, A);
+      },
+      A,
+    );
+    await pinned.t.post('/v1/apps/svc/workers/acquire', {}, { budgetMs: 10_000 });
+    expect(seen).toEqual([A]);
+
+    seen.length = 0;
+    const unpinned = transportOf(['a1:8080'], (_h, headers) => {
+      seen.push(headers[CLUSTER_UID_HEADER]);
+      return reply(200, { ok: true }, A);
+    });
+    await unpinned.t.post('/p', {}, { budgetMs: 10_000 });
+    await unpinned.t.post('/p', {}, { budgetMs: 10_000 });
+    expect(seen).toEqual([undefined, A]);
+  });
+
+  it("a node's own client names its UUID once the node knows it", async () => {
+    let own: string | undefined;
+    const seen: Array<string | undefined> = [];
+    const { t } = virtualTransport(
+      ['a1:8080'],
+      (_h, headers) => {
+        seen.push(headers[CLUSTER_UID_HEADER]);
+        if (own !== undefined) return reply(200, { ok: true }, A);
+        own = A; // the node applies the UUID while its first answer is on the way
+        return reply(503, { error: 'not_ready', message: 'x' });
+      },
+      new ClusterPin(() => own),
+    );
+    await t.post('/p', {}, { budgetMs: 10_000 });
+    expect(seen).toEqual([undefined, A]);
+  });
+
+  it('a 421 cluster_mismatch (even one whose header a proxy dropped) is a refusal: the call goes on with its own cluster', async () => {
+    const { t, hosts } = transportOf(
+      ['b1:8080', 'a1:8080'],
+      (host, headers) =>
+        host === 'b1:8080'
+          ? reply(421, { error: 'cluster_mismatch', message: `meant for ${headers[CLUSTER_UID_HEADER]}` })
+          : reply(200, { from: 'A' }, A),
+      A,
+    );
+    const r = await t.post<{ from: string }>('/v1/apps/svc/workers/acquire', {}, { budgetMs: 10_000 });
+    expect(r.body.from).toBe('A');
+    expect(hosts).toEqual(['b1:8080', 'a1:8080']);
+    expect(t.cluster.refused).toBe(1);
+    const only = transportOf(['b1:8080'], () => reply(421, { error: 'cluster_mismatch', message: 'x' }), A);
+    const err = await only.t.post('/p', {}, { budgetMs: 500 }).catch((e) => e);
+    expect(err).toBeInstanceOf(FloeUnavailableError);
+    expect((err as FloeUnavailableError).cause).toBeInstanceOf(ReplyMismatchError);
   });
 });
 

@@ -1,5 +1,5 @@
 import { CLUSTER_UID_HEADER, ClusterPin } from './cluster-pin.js';
-import { FloeRequestError, FloeUnavailableError } from './errors.js';
+import { FloeRequestError, FloeUnavailableError, ReplyMismatchError } from './errors.js';
 
 /** The subset of `fetch` the SDK uses; inject a fake in tests. */
 export type FetchLike = (url: string, init: FetchInit) => Promise<FetchResponseLike>;
@@ -207,10 +207,7 @@ export class HttpTransport {
       try {
         const res = await this.o.fetch(`${endpoint}${path}`, {
           method: 'POST',
-          headers: {
-            'content-type': 'application/json',
-            ...(this.auth === undefined ? {} : { authorization: this.auth }),
-          },
+          headers: this.headers(),
           body: JSON.stringify(body),
           redirect: 'manual',
           signal: AbortSignal.timeout(this.o.requestTimeoutMs),
@@ -273,6 +270,17 @@ export class HttpTransport {
         ) {
           retryAfterMs = retryAfter(res.headers.get('retry-after'));
           lastError = new FloeRequestError(res.status, code, message, path);
+        } else if (code === 'cluster_mismatch') {
+          // The node refused before acting: it belongs to another cluster than the one named in the request. Its
+          // answer names that cluster, so admit() refused it above, unless something in between dropped the header.
+          this.cluster.refused++;
+          this.forget(endpoint);
+          lastError = new ReplyMismatchError(
+            path,
+            'cluster',
+            this.cluster.value ?? 'the pinned one',
+            message.slice(0, 120),
+          );
         } else {
           throw new FloeRequestError(res.status, code, message, path);
         }
@@ -305,6 +313,19 @@ export class HttpTransport {
       if (!extra) backoff = Math.min(backoff * 2, 1000);
       await this.o.sleep(wait);
     }
+  }
+
+  /**
+   * Every request names the pinned cluster (`floe-cluster`), so a node of another cluster refuses it (421) before
+   * acting: an endpoint, balancer or redirect that reaches the wrong cluster changes nothing there. Nothing pinned
+   * yet (no `clusterUid`, no cache, no result so far): nothing to name.
+   */
+  private headers(): Record<string, string> {
+    const h: Record<string, string> = { 'content-type': 'application/json' };
+    if (this.auth !== undefined) h.authorization = this.auth;
+    const uid = this.cluster.value;
+    if (uid !== undefined) h[CLUSTER_UID_HEADER] = uid;
+    return h;
   }
 
   /** The configured endpoints, in turn. */

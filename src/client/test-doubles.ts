@@ -372,15 +372,15 @@ export async function leaseDriven(
  */
 export function virtualTransport(
   endpoints: string[],
-  answer: (host: string) => FetchResponseLike,
+  answer: (host: string, headers: Record<string, string>) => FetchResponseLike,
   cluster?: ClusterPin,
 ): { t: HttpTransport; hosts: string[] } {
   let now = 0;
   const hosts: string[] = [];
-  const fetch: FetchLike = async (url) => {
+  const fetch: FetchLike = async (url, init) => {
     const host = new URL(url).host;
     hosts.push(host);
-    return answer(host);
+    return answer(host, init.headers);
   };
   const t = new HttpTransport({
     endpoints,

@@ -1,6 +1,7 @@
 // The cluster identity with real processes (review of FS-19): two Floe clusters on one machine, as when a client's
 // endpoint list, DNS name or balancer pool reaches the wrong one. The UUID is minted once, the same on every member,
-// kept across kill -9; `floe cluster uid` prints it; a client pinned to cluster A never holds a lease of cluster B.
+// kept across kill -9; `floe cluster uid` prints it; a client pinned to cluster A never holds a lease of cluster B,
+// and its requests change nothing on B.
 import { execFile } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FloeClient } from '../../src/client/floe-client.js';
@@ -61,7 +62,7 @@ describe('cluster identity (real processes)', () => {
       await until('the restarted node to answer', async () => (await uidOf(a, leader)) ?? undefined),
     ).toBe(uid);
 
-    // B first in the list: the acquire runs there too (B's lease goes unused and expires), but its answer is refused.
+    // B first in the list: the request names A, so B refuses it (421) before acting, and its answer names B.
     const client = new FloeClient({
       endpoints: [b.node(1).http, ...a.nodes.map((n) => n.http)],
       clusterUid: uid,
@@ -82,6 +83,10 @@ describe('cluster identity (real processes)', () => {
       });
       expect(onA.map((l) => l.token)).toContain(lease.token);
       expect(client.transport.cluster.refused).toBeGreaterThanOrEqual(1);
+      // Before the SDK named its cluster in the request, B granted a lease here that sat unused for a TTL.
+      const onB = await http<{ leases?: unknown[] }>(b.node(1).http, 'GET', '/v1/apps/svc/workers');
+      expect(onB.status).toBe(200);
+      expect(onB.body.leases).toEqual([]);
       // Renewals go on against A only.
       await lease.renewNow();
     } finally {

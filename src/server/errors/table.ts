@@ -46,7 +46,7 @@ export const ERROR_TABLE = {
   },
   cluster_mismatch: {
     http: 421,
-    when: 'the request names another cluster in its `floe-cluster` header (import-api, a follower allocating a node-mode segment): it reached the wrong cluster, nothing happened',
+    when: 'the request names another cluster in its `floe-cluster` header (the SDK once pinned, import-api, a follower allocating a node-mode segment): it reached the wrong cluster, nothing happened',
   },
   not_supported: {
     http: 501,
