@@ -390,6 +390,38 @@ describe('SequenceService: synchronous answers (incrByNow, incrRepeatedNow; deci
   });
 });
 
+describe('segments refill under load without a stall longer than one proposal (issue 11)', () => {
+  /** `clients` loops of INCR, `total` values in all; returns every value handed out. */
+  async function load(svc: SequenceService, clients: number, total: number): Promise<bigint[]> {
+    const got: bigint[] = [];
+    await Promise.all(
+      Array.from({ length: clients }, async () => {
+        while (got.length < total) got.push(await svc.incrBy('orders', 1n));
+      }),
+    );
+    return got;
+  }
+
+  it('50 concurrent clients, 100-value segments: a request that finds no values waits for one proposal at most', async () => {
+    const { svc, node } = await setup({ step: 100, segmentLifetimeMs: 0 }); // a fixed step
+    node.slowProposals = true; // a proposal takes a turn of the event loop, while INCRs run in microtasks
+    const got = await load(svc, 50, 5000);
+    expect(new Set(got).size).toBe(got.length);
+    expect(allocs(node).length).toBeGreaterThanOrEqual(50);
+    // Microtasks outrun a proposal here, so requests do find both buffers empty; each joins the fetch in flight.
+    expect(svc.stats.stalls).toBeGreaterThan(0);
+    expect(svc.stats.stallFetchesMax).toBe(1);
+  });
+
+  it('a burst of more waiting requests than a segment holds waits for a second proposal, and the metric says so', async () => {
+    const { svc, node } = await setup({ step: 100, segmentLifetimeMs: 0 });
+    node.slowProposals = true;
+    const got = await Promise.all(Array.from({ length: 150 }, () => svc.incrBy('orders', 1n)));
+    expect(new Set(got).size).toBe(150);
+    expect(svc.stats.stallFetchesMax).toBe(2);
+  });
+});
+
 describe('SequenceService.delete and issued ranges (round 4)', () => {
   it('reports what was handed out before the key is deleted', async () => {
     const ranges: { first: bigint; last: bigint }[] = [];

@@ -169,7 +169,16 @@ export class SequenceService {
   private readonly incarnation: string;
   private requestSeq = 0;
   /** `issuedValues`: values handed out by this node (INCR, INCRBY, HTTP), read by the metrics at scrape time. */
-  readonly stats = { issuedValues: 0 };
+  readonly stats = {
+    issuedValues: 0,
+    /** Requests that found both buffers empty and waited for a segment proposal (issue 11: refills must not stall). */
+    stalls: 0,
+    /**
+     * The most segment proposals one request has waited for. A stall joins the prefetch in flight, or starts the
+     * one fetch it needs (the first request of a term): 1. More means a burst outran a refill.
+     */
+    stallFetchesMax: 0,
+  };
 
   constructor(private readonly o: SequenceServiceOptions) {
     this.mono = o.monotonic ?? (() => performance.now());
@@ -375,6 +384,7 @@ export class SequenceService {
   /** Serves a strict request whose round has confirmed: from the buffer, or after fetching a segment. */
   private async serveStrict(key: string, count: bigint, term: number): Promise<bigint> {
     if (!this.o.node.isLeader() || this.o.node.term() !== term) throw this.o.node.notLeaderError();
+    let fetchesWaited = 0;
     for (;;) {
       const ks = this.stateOf(key, term);
       const took = this.take(key, ks, count);
@@ -394,6 +404,7 @@ export class SequenceService {
         return seg.end - 1n;
       }
       if (ks.waiters >= this.maxWaiters) throw new SequenceOverloadedError(key, this.maxWaiters);
+      fetchesWaited = this.stalled(fetchesWaited);
       ks.waiters++;
       try {
         await this.fetch(key, ks);
@@ -430,6 +441,7 @@ export class SequenceService {
   }
 
   private async incrNodeModeSlow(key: string, count: bigint): Promise<bigint> {
+    let fetchesWaited = 0;
     for (;;) {
       const ks = this.nodeStateOf(key);
       const took = this.take(key, ks, count);
@@ -448,6 +460,7 @@ export class SequenceService {
         return seg.end - 1n;
       }
       if (ks.waiters >= this.maxWaiters) throw new SequenceOverloadedError(key, this.maxWaiters);
+      fetchesWaited = this.stalled(fetchesWaited);
       ks.waiters++;
       try {
         await this.fetch(key, ks);
@@ -455,6 +468,14 @@ export class SequenceService {
         ks.waiters--;
       }
     }
+  }
+
+  /** Counts one more segment fetch a request waits for; returns its new count. */
+  private stalled(fetchesWaited: number): number {
+    if (fetchesWaited === 0) this.stats.stalls++;
+    const n = fetchesWaited + 1;
+    if (n > this.stats.stallFetchesMax) this.stats.stallFetchesMax = n;
+    return n;
   }
 
   private nodeStateOf(key: string): KeyState {

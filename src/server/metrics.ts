@@ -463,6 +463,18 @@ export class NodeMetrics {
     });
     issued.inc({ kind: 'sequence' }, 0);
     issued.inc({ kind: 'snowflake' }, 0);
+    if (seqStats) {
+      this.counterFrom(
+        'floe_sequence_stalls_total',
+        'Sequence requests served here that found no buffered values and waited for a segment proposal.',
+        () => seqStats.stalls,
+      );
+      this.gauge(
+        'floe_sequence_stall_fetches_max',
+        'The most segment proposals one sequence request has waited for on this node (1: never more than one).',
+        () => seqStats.stallFetchesMax,
+      );
+    }
     if (this.o.sequences) {
       const segments = new Counter({
         name: 'floe_sequence_segments_allocated_total',

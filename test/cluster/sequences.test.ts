@@ -228,6 +228,42 @@ describe('SDK: client.sequence(key) (segments served in-process)', () => {
   });
 });
 
+describe('segments refill under load (ioredis, 50 connections to the leader)', () => {
+  it('no INCR waits for more than one segment proposal: the prefetch keeps ahead of the drain', async () => {
+    // A fixed step of 200 (MINSTEP = MAXSTEP): 30,000 values need about 150 refills, each one a proposal.
+    await cli('SEQ.CREATE', 'refill', 'STEP', '200', 'MINSTEP', '200', 'MAXSTEP', '200');
+    const metric = async (name: string): Promise<number> => {
+      const r = await http<string>(cluster.node(leader).http, 'GET', '/metrics');
+      const line = String(r.body)
+        .split('\n')
+        .find((l) => l.startsWith(`${name} `));
+      return Number(line?.split(' ')[1] ?? Number.NaN);
+    };
+    const segmentsBefore = await metric('floe_sequence_segments_allocated_total');
+    const conns = Array.from(
+      { length: 50 },
+      () => new Redis({ port: portOf(leader), host: '127.0.0.1', maxRetriesPerRequest: 0 }),
+    );
+    try {
+      const got: bigint[] = [];
+      await Promise.all(
+        conns.map(async (c) => {
+          while (got.length < 30_000) got.push(BigInt(await c.incr('refill')));
+        }),
+      );
+      expect(new Set(got).size).toBe(got.length);
+      expect(
+        (await metric('floe_sequence_segments_allocated_total')) - segmentsBefore,
+      ).toBeGreaterThanOrEqual(30_000 / 200);
+      // Before a request's values run out the next segment is on its way (fetched at half use); a request that finds
+      // none waits for the fetch in flight (or the first of the term), never for a second one.
+      expect(await metric('floe_sequence_stall_fetches_max')).toBeLessThanOrEqual(1);
+    } finally {
+      for (const c of conns) c.disconnect();
+    }
+  }, 60_000);
+});
+
 describe('floe seq (CLI)', () => {
   const floe = (...args: string[]) =>
     new Promise<{ code: number; out: string; err: string }>((resolve) => {
