@@ -1,0 +1,172 @@
+// Adversarial review of 3775fb6 (the SDK names its pinned cluster, `floe-cluster`, in every request). Each test is a
+// hole: it fails on 3775fb6. Real in-process nodes with the real HTTP API (the onRequest hook), the real SDK and
+// fetch over 127.0.0.1.
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { leaseNodeOf } from '../lease/floe-node-adapter.js';
+import { LeaseService } from '../lease/lease-service.js';
+import type { FloeNode } from '../node/node.js';
+import { identityCluster, knownUid, type Stops } from '../server/test-identity-cluster.js';
+import { ClusterPin } from './cluster-pin.js';
+import { FloeUnavailableError } from './errors.js';
+import { FloeClient } from './floe-client.js';
+import type { FetchResponseLike } from './http-transport.js';
+import { leaveDeadLock, virtualTransport } from './test-doubles.js';
+
+const stops: Stops = [];
+const clients: FloeClient[] = [];
+afterEach(async () => {
+  for (const c of clients.splice(0)) await c.close().catch(() => {});
+  for (const s of stops.splice(0).reverse()) await s();
+});
+
+/** A running single-node cluster that knows its UUID, with pools `svc` and `other`. */
+async function cluster(secret: string) {
+  const c = await identityCluster(stops, { secret });
+  const uid = await knownUid(c.state);
+  for (const app of ['svc', 'other'])
+    expect(
+      (await c.app.inject({ method: 'PUT', url: `/v1/apps/${app}/pool`, payload: { bits: 4 } })).statusCode,
+    ).toBe(200);
+  return { ...c, uid };
+}
+
+function leasesOn(c: { state: { leases: { leases(app: string): unknown[] } } }, app: string): unknown[] {
+  return c.state.leases.leases(app);
+}
+
+function client(o: ConstructorParameters<typeof FloeClient>[0]): FloeClient {
+  const c = new FloeClient({ bootId: 'boot-1', requestTimeoutMs: 1000, ...o });
+  clients.push(c);
+  return c;
+}
+
+describe('review of 3775fb6: requests that name the pinned cluster', () => {
+  /** A cache of a lease of `svc` that A granted, left by a process that died (renewals frozen, its lock dead). */
+  async function cacheOfA(a: { base: string; uid: string }): Promise<string> {
+    const cachePath = join(mkdtempSync(join(tmpdir(), 'floe-hdr-')), 'lease.json');
+    const first = client({ endpoints: [a.base], setTimer: () => ({ cancel() {} }) });
+    await first.leaseWorker({ app: 'svc', nodeId: 'h1', cachePath });
+    clients.splice(clients.indexOf(first), 1); // never released: it crashed
+    expect(JSON.parse(readFileSync(cachePath, 'utf8')).cluster).toBe(a.uid);
+    leaveDeadLock(cachePath, 'boot-1', 10_000);
+    return cachePath;
+  }
+
+  it('a lease cache written against A: a call started beside the cached lease is sent before the cache is read, names nothing, and is granted by B', async () => {
+    const [a, b] = await Promise.all([cluster('secret-a'), cluster('secret-b')]);
+    const cachePath = await cacheOfA(a);
+    // The restarted process: its endpoints now reach B first. Its cache names A ("what is pinned: ... else the cluster
+    // a lease cache was written against"). It starts the cached lease first, and another app's lease beside it.
+    const next = client({ endpoints: [b.base, a.base] });
+    const cached = next.leaseWorker({ app: 'svc', nodeId: 'h1', cachePath, acquireTimeoutMs: 3000 });
+    const other = next.leaseWorker({ app: 'other', nodeId: 'h2', acquireTimeoutMs: 3000 });
+    await Promise.allSettled([cached, other]);
+    // What happens: `other`'s acquire is sent at once, naming nothing (the cache is read only once its lock is held),
+    // reaches B and is granted there; by the time B answers, the cache has pinned A, so B's grant is refused, and sits
+    // on B for a TTL. (Had B answered first, B would be pinned: next test.)
+    expect({
+      pinned: next.clusterUid === a.uid ? 'A' : next.clusterUid === b.uid ? 'B' : 'none',
+      onB: { svc: leasesOn(b, 'svc').length, other: leasesOn(b, 'other').length },
+    }).toEqual({ pinned: 'A', onB: { svc: 0, other: 0 } });
+  });
+
+  it('a lease cache written against A does not pin A until leaseWorker reads it: a first call of another kind pins B, and the cached app is then leased from B', async () => {
+    const [a, b] = await Promise.all([cluster('secret-a'), cluster('secret-b')]);
+    const cachePath = await cacheOfA(a);
+    const next = client({ endpoints: [b.base, a.base] });
+    // E.g. a lease without a cache (or a sequence) set up first, then the cached one.
+    await next.leaseWorker({ app: 'other', nodeId: 'h2', acquireTimeoutMs: 3000 }).catch(() => {});
+    await next.leaseWorker({ app: 'svc', nodeId: 'h1', cachePath, acquireTimeoutMs: 3000 }).catch(() => {});
+    // B's worker ID of `svc` while A may have granted the same worker ID to another holder: duplicates (FS-19).
+    expect({
+      pinned: next.clusterUid === a.uid ? 'A' : next.clusterUid === b.uid ? 'B' : 'none',
+      onB: { svc: leasesOn(b, 'svc').length, other: leasesOn(b, 'other').length },
+    }).toEqual({ pinned: 'A', onB: { svc: 0, other: 0 } });
+  });
+
+  it("a node's own client (clusterUid given as a function) sends its requests while the node does not know its UUID: they act on whatever cluster they reach, though every result is refused", async () => {
+    const b = await cluster('secret-b');
+    // The node's UUID is not applied yet (a restarted follower catching up, a cluster's first election).
+    const own = client({ endpoints: [b.base], clusterUid: () => undefined });
+    const err = await own
+      .leaseWorker({ app: 'svc', nodeId: 'floe-node-1', acquireTimeoutMs: 300 })
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(FloeUnavailableError); // holds: no result taken
+    // Fails: B granted (and holds for a TTL) a lease to a request whose answer could only ever be refused. import-api
+    // and the node-mode segment route wait for the UUID before sending anything; this client does not.
+    expect(leasesOn(b, 'svc')).toEqual([]);
+  });
+
+  it('a follower that does not know the UUID answers a pinned client 503 not_ready instead of redirecting it to the leader: a client whose only endpoint is that follower (a DNS name, a balancer on a kept-alive connection) gets no lease', async () => {
+    const leader = await cluster('secret-a');
+    // An upgraded follower of the same cluster whose state came from an older member's snapshot (docs/cluster-
+    // identity.md, Limits: it learns the UUID only if it leads or from a later snapshot), or one still catching up.
+    const follower = (n: FloeNode<unknown>): FloeNode<unknown> =>
+      new Proxy(n, {
+        get(t, p, r) {
+          if (p === 'isLeader') return false;
+          if (p === 'leaderHint') return () => ({ id: 9, httpAddr: leader.base });
+          if (p === 'status') return () => ({ ...t.status(), lead: 9, role: 'follower' });
+          const v = Reflect.get(t, p, r);
+          return typeof v === 'function' ? v.bind(t) : v;
+        },
+      });
+    const f = await identityCluster(stops, {
+      keeper: false,
+      secret: 'secret-a',
+      wrap: follower,
+      services: (served, state) => ({
+        leases: new LeaseService({ node: leaseNodeOf(served), state: state.leases }),
+      }),
+    });
+    expect(f.state.cluster.uid).toBeUndefined();
+
+    // Control: a client that names nothing is redirected by the follower to the leader and gets its lease there.
+    const unpinned = client({ endpoints: [f.base] });
+    const l0 = await unpinned.leaseWorker({ app: 'svc', nodeId: 'h0', acquireTimeoutMs: 5000 });
+    expect(unpinned.clusterUid).toBe(leader.uid);
+    await l0.release();
+
+    // The same client pinned to the same cluster (as production is told to run it): 503 not_ready on every attempt,
+    // each followed by a 1 s wait (Retry-After), no redirect, no learned leader. On 3775fb6^ it got its lease.
+    const pinned = client({ endpoints: [f.base], clusterUid: leader.uid });
+    const got = await pinned.leaseWorker({ app: 'svc', nodeId: 'h1', acquireTimeoutMs: 5000 }).then(
+      (l) => ({ ok: true as const, token: l.token }),
+      (e: unknown) => ({ ok: false as const, error: String((e as Error).cause ?? e) }),
+    );
+    expect(got.ok ? 'a lease' : got.error).toBe('a lease');
+  });
+});
+
+describe('review of 3775fb6: the same on virtual time (the server as addClusterUidHeader answers)', () => {
+  const A = '0b6f5a8e-6a43-4d8c-9a4e-2f1d3c5b7a90';
+  const answer = (status: number, body: unknown, headers: Record<string, string>): FetchResponseLike => ({
+    status,
+    headers: { get: (n) => headers[n.toLowerCase()] ?? null },
+    text: async () => JSON.stringify(body),
+  });
+  /** f1 does not know the UUID yet (restarted, catching up, or state from an older member's snapshot); l1 leads. */
+  const node = (host: string, h: Record<string, string>): FetchResponseLike => {
+    if (host === 'l1:7380') return answer(200, { ok: true }, { 'floe-cluster': A });
+    if (h['floe-cluster'] !== undefined)
+      return answer(503, { error: 'not_ready', message: 'x' }, { 'retry-after': '1' });
+    return answer(307, { error: 'not_leader', message: 'x', leader: { id: 1, httpAddr: 'l1:7380' } }, {});
+  };
+
+  it('every call that meets such a follower first waits 1 s (Retry-After) before it asks another endpoint; it was redirected at once before', async () => {
+    // Unpinned (what the SDK sent before 3775fb6): redirected to the leader at once.
+    const before = virtualTransport(['f1:7380', 'l1:7380'], node);
+    const r0 = await before.t.post('/v1/apps/svc/workers/0/renew', {}, { budgetMs: 10_000 });
+    expect(before.hosts).toEqual(['f1:7380', 'l1:7380']);
+    expect(r0.sentAtMono).toBe(0);
+    // Pinned: 503 not_ready, Retry-After: 1 honoured, then the next endpoint. (Virtual time: sentAtMono is when the
+    // answered attempt was sent.) With a renewal's budget of a 1 s-TTL lease (467 ms) the whole budget goes to it.
+    const now = virtualTransport(['f1:7380', 'l1:7380'], node, new ClusterPin(A));
+    const r1 = await now.t.post('/v1/apps/svc/workers/0/renew', {}, { budgetMs: 10_000 });
+    expect(now.hosts).toEqual(['f1:7380', 'l1:7380']);
+    expect(r1.sentAtMono).toBe(0);
+  });
+});
