@@ -9,11 +9,9 @@ import { leaseNodeOf } from '../lease/floe-node-adapter.js';
 import { LeaseService } from '../lease/lease-service.js';
 import type { FloeNode } from '../node/node.js';
 import { identityCluster, knownUid, type Stops } from '../server/test-identity-cluster.js';
-import { ClusterPin } from './cluster-pin.js';
-import { FloeUnavailableError } from './errors.js';
+import { ClientOptionError, FloeUnavailableError } from './errors.js';
 import { FloeClient } from './floe-client.js';
-import type { FetchResponseLike } from './http-transport.js';
-import { leaveDeadLock, virtualTransport } from './test-doubles.js';
+import { leaveDeadLock } from './test-doubles.js';
 
 const stops: Stops = [];
 const clients: FloeClient[] = [];
@@ -73,18 +71,32 @@ describe('review of 3775fb6: requests that name the pinned cluster', () => {
     }).toEqual({ pinned: 'A', onB: { svc: 0, other: 0 } });
   });
 
-  it('a lease cache written against A does not pin A until leaseWorker reads it: a first call of another kind pins B, and the cached app is then leased from B', async () => {
+  it('a lease cache written against A, read after a first call pinned B from its answer: the cached call is refused, nothing of the cached app is leased from B', async () => {
     const [a, b] = await Promise.all([cluster('secret-a'), cluster('secret-b')]);
     const cachePath = await cacheOfA(a);
     const next = client({ endpoints: [b.base, a.base] });
-    // E.g. a lease without a cache (or a sequence) set up first, then the cached one.
+    // E.g. a lease without a cache (or a sequence) set up first, then the cached one. With nothing pinned, the first
+    // answer pins its cluster (documented: set clusterUid), so `other` is B's.
     await next.leaseWorker({ app: 'other', nodeId: 'h2', acquireTimeoutMs: 3000 }).catch(() => {});
-    await next.leaseWorker({ app: 'svc', nodeId: 'h1', cachePath, acquireTimeoutMs: 3000 }).catch(() => {});
-    // B's worker ID of `svc` while A may have granted the same worker ID to another holder: duplicates (FS-19).
-    expect({
-      pinned: next.clusterUid === a.uid ? 'A' : next.clusterUid === b.uid ? 'B' : 'none',
-      onB: { svc: leasesOn(b, 'svc').length, other: leasesOn(b, 'other').length },
-    }).toEqual({ pinned: 'A', onB: { svc: 0, other: 0 } });
+    expect(next.clusterUid).toBe(b.uid);
+    // On 3775fb6 the cached app was then leased from B: B's worker ID while A may have granted the same one to
+    // another holder (duplicates, FS-19). Now the conflict between the cache's cluster and the learned one is refused.
+    const err = await next
+      .leaseWorker({ app: 'svc', nodeId: 'h1', cachePath, acquireTimeoutMs: 3000 })
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ClientOptionError);
+    expect(String(err)).toMatch(/clusterUid/);
+    expect(String(err)).toContain(a.uid);
+    expect(leasesOn(b, 'svc')).toEqual([]);
+  });
+
+  it('with clusterUid set, a cache written against another cluster is overridden (a migration), and never resumed', async () => {
+    const [a, b] = await Promise.all([cluster('secret-a'), cluster('secret-b')]);
+    const cachePath = await cacheOfA(a);
+    const moved = client({ endpoints: [b.base], clusterUid: b.uid });
+    const l = await moved.leaseWorker({ app: 'svc', nodeId: 'h1', cachePath, acquireTimeoutMs: 3000 });
+    expect(leasesOn(b, 'svc')).toHaveLength(1);
+    await l.release();
   });
 
   it("a node's own client (clusterUid given as a function) sends its requests while the node does not know its UUID: they act on whatever cluster they reach, though every result is refused", async () => {
@@ -138,35 +150,5 @@ describe('review of 3775fb6: requests that name the pinned cluster', () => {
       (e: unknown) => ({ ok: false as const, error: String((e as Error).cause ?? e) }),
     );
     expect(got.ok ? 'a lease' : got.error).toBe('a lease');
-  });
-});
-
-describe('review of 3775fb6: the same on virtual time (the server as addClusterUidHeader answers)', () => {
-  const A = '0b6f5a8e-6a43-4d8c-9a4e-2f1d3c5b7a90';
-  const answer = (status: number, body: unknown, headers: Record<string, string>): FetchResponseLike => ({
-    status,
-    headers: { get: (n) => headers[n.toLowerCase()] ?? null },
-    text: async () => JSON.stringify(body),
-  });
-  /** f1 does not know the UUID yet (restarted, catching up, or state from an older member's snapshot); l1 leads. */
-  const node = (host: string, h: Record<string, string>): FetchResponseLike => {
-    if (host === 'l1:7380') return answer(200, { ok: true }, { 'floe-cluster': A });
-    if (h['floe-cluster'] !== undefined)
-      return answer(503, { error: 'not_ready', message: 'x' }, { 'retry-after': '1' });
-    return answer(307, { error: 'not_leader', message: 'x', leader: { id: 1, httpAddr: 'l1:7380' } }, {});
-  };
-
-  it('every call that meets such a follower first waits 1 s (Retry-After) before it asks another endpoint; it was redirected at once before', async () => {
-    // Unpinned (what the SDK sent before 3775fb6): redirected to the leader at once.
-    const before = virtualTransport(['f1:7380', 'l1:7380'], node);
-    const r0 = await before.t.post('/v1/apps/svc/workers/0/renew', {}, { budgetMs: 10_000 });
-    expect(before.hosts).toEqual(['f1:7380', 'l1:7380']);
-    expect(r0.sentAtMono).toBe(0);
-    // Pinned: 503 not_ready, Retry-After: 1 honoured, then the next endpoint. (Virtual time: sentAtMono is when the
-    // answered attempt was sent.) With a renewal's budget of a 1 s-TTL lease (467 ms) the whole budget goes to it.
-    const now = virtualTransport(['f1:7380', 'l1:7380'], node, new ClusterPin(A));
-    const r1 = await now.t.post('/v1/apps/svc/workers/0/renew', {}, { budgetMs: 10_000 });
-    expect(now.hosts).toEqual(['f1:7380', 'l1:7380']);
-    expect(r1.sentAtMono).toBe(0);
   });
 });

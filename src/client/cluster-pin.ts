@@ -15,6 +15,8 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
  */
 export class ClusterPin {
   private uid: string | undefined;
+  /** Where the pinned cluster came from: only an operator's word (`clusterUid`) overrides a lease cache's. */
+  private from: 'option' | 'cache' | 'answer' | undefined;
   /** A server's own client: the node's own UUID, once it knows it; nothing is pinned from an answer. */
   private readonly source: (() => string | undefined) | undefined;
   /** Answers refused because they named another cluster (or none, once pinned). */
@@ -30,7 +32,22 @@ export class ClusterPin {
           configured,
         );
       this.uid = configured.toLowerCase();
+      this.from = 'option';
     }
+    if (this.source) this.from = 'option';
+  }
+
+  /** Whether the cluster was given by the operator (`clusterUid`, a UUID or a node's own), not learned. */
+  get configured(): boolean {
+    return this.from === 'option';
+  }
+
+  /**
+   * A node's own client whose node does not know its UUID yet: it must send nothing, since whatever cluster its
+   * request reached would act on it, and no answer could be taken (review of 3775fb6, F3).
+   */
+  get waitingForOwn(): boolean {
+    return this.source !== undefined && this.value === undefined;
   }
 
   /** The pinned cluster, if any yet. */
@@ -49,7 +66,10 @@ export class ClusterPin {
   adopt(uid: string): boolean {
     if (!UUID.test(uid)) return false;
     if (this.value === undefined && this.source) return false;
-    this.uid ??= uid;
+    if (this.uid === undefined) {
+      this.uid = uid;
+      this.from = 'cache';
+    }
     return this.uid === uid;
   }
 
@@ -75,7 +95,10 @@ export class ClusterPin {
     }
     if (this.uid === undefined) {
       // Only a result pins: an error answer is not one, and what a redirect leads to is checked in turn.
-      if (success) this.uid = header;
+      if (success) {
+        this.uid = header;
+        this.from = 'answer';
+      }
       return undefined;
     }
     if (header === this.uid) return undefined;

@@ -368,6 +368,10 @@ export class FloeClient {
       fs: this.ctx.cacheFs,
       host: this.ctx.cacheHost,
     };
+    // The cache names the cluster its lease came from: pinned now, before this call or any other sends anything (the
+    // lock below may take a while), so requests sent meanwhile name it too (review of 3775fb6, F2). Read without the
+    // lock, but only the cluster is taken from it; the record itself is read below, under the lock.
+    if (cachePath) this.pinCacheCluster(cachePath, o.app, o.nodeId);
     const lock = cachePath ? await CacheLock.acquire(cachePath, lockOptions) : undefined;
     // The requestId of this process's last acquire for this pair whose outcome is unknown (`CacheHost.
     // unansweredAcquires`): the cluster may hold a lease under it that nobody uses, and would answer every other
@@ -554,6 +558,24 @@ export class FloeClient {
    * cache that was moved, or a copy whose original directory was deleted while its writer still runs: false, and the
    * record then serves only as a floor (never resumed, never released).
    */
+  /**
+   * Pins the cluster a lease cache was written against, if nothing is pinned yet. A cache of another cluster than one
+   * this client only learned (from an answer or another cache) is refused: one of the two is the wrong cluster, and
+   * nothing tells which (review of 3775fb6, F2: a first answer from a wrong endpoint pinned it, and the cached app was
+   * then leased there). `clusterUid` given by the operator overrides the cache (a cache from before a migration).
+   */
+  private pinCacheCluster(cachePath: string, app: string, nodeId: string): void {
+    const recorded = readLeaseCache(cachePath, app, nodeId, this.ctx.cacheFs)?.cluster;
+    const pin = this.transport.cluster;
+    if (recorded === undefined || pin.adopt(recorded) || pin.configured) return;
+    throw new ClientOptionError(
+      'clusterUid',
+      `the cluster the lease cache ${cachePath} was written against (${recorded}); this client pinned ` +
+        `${pin.value} from an earlier answer, so one of its endpoints reaches another cluster: set clusterUid`,
+      pin.value,
+    );
+  }
+
   private checkWrittenHere(recorded: string, cachePath: string): boolean {
     const fs = this.ctx.cacheFs;
     const writer = fs.canonical(recorded);

@@ -205,6 +205,13 @@ export class HttpTransport {
       let retryAt: string | undefined;
       let retryAfterMs = 0;
       try {
+        if (this.cluster.waitingForOwn)
+          throw new ReplyMismatchError(
+            path,
+            'cluster',
+            'this node’s own (not known yet: nothing sent)',
+            'none',
+          );
         const res = await this.o.fetch(`${endpoint}${path}`, {
           method: 'POST',
           headers: this.headers(),

@@ -134,6 +134,7 @@ export function addClusterUidHeader(
   app: FastifyInstance,
   uid: () => string | undefined,
   servesLeases: () => boolean,
+  leads: () => boolean = servesLeases,
 ): void {
   // The results the SDK uses wait for the UUID: an answer that names no cluster is then only ever an older version's,
   // and a pinned client can refuse it (review of the cluster identity, finding 5). Only at a cluster's first election
@@ -153,7 +154,11 @@ export function addClusterUidHeader(
       });
       return;
     }
-    const named = typeof expected === 'string';
+    // A node that can change nothing itself (neither the Raft leader nor the store's active node) only redirects a
+    // named request's writes to the one that can, which checks the name in turn; its answers name no cluster, which a
+    // pinned client refuses as results. So it lets the request through: refusing it here left a client whose endpoint
+    // reaches only such a follower with no lease at all (review of 3775fb6, F1).
+    const named = typeof expected === 'string' && (servesLeases() || leads());
     const route = req.routeOptions?.url;
     const gated = req.method === 'POST' && route !== undefined && GATED_ROUTES.has(route) && servesLeases();
     if (known === undefined && (named || gated)) {

@@ -60,7 +60,8 @@ export function registerHttpRoutes(app: FastifyInstance, o: HttpRoutesOptions): 
   // Lease calls are served by the Raft leader, or on the etcd store by its active node; the others redirect.
   const store = o.services?.store;
   const servesLeases = () => (store?.routing ? store.routing.isActive() : o.node.isLeader);
-  if (o.services?.clusterUid) addClusterUidHeader(app, o.services.clusterUid, servesLeases);
+  if (o.services?.clusterUid)
+    addClusterUidHeader(app, o.services.clusterUid, servesLeases, () => servesLeases() || o.node.isLeader);
   if (o.services) {
     const helpers = registerAuth(app, o.services, fail);
     if (o.services.sequences) app.register(sequencesPlugin, { sequences: o.services.sequences, helpers });
