@@ -6,6 +6,9 @@ export const CLUSTER_UID_HEADER = 'floe-cluster';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
+/** A cluster UUID as nodes name it (lower case). */
+export const isClusterUid = (v: string): boolean => UUID.test(v);
+
 /**
  * The one cluster a client talks to (review of FS-19: no answer named its cluster, so a client whose endpoints,
  * balancer or a redirect reached another Floe cluster was granted a worker ID there, one this cluster may have granted

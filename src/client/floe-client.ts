@@ -14,7 +14,7 @@ import { type TlsClientOptions, tlsFetch } from '../tls/fetch.js';
 import { type CacheFs, type CacheHost, nodeCacheFs, nodeCacheHost } from './cache-fs.js';
 import { CacheLock } from './cache-lock.js';
 import { hrtimeMonotonic, type MonotonicClock, readBootId } from './clocks.js';
-import { ClusterPin } from './cluster-pin.js';
+import { ClusterPin, isClusterUid } from './cluster-pin.js';
 import { ClientOptionError, FloeRequestError, FloeUnavailableError, ReplyMismatchError } from './errors.js';
 import { type FetchLike, HttpTransport } from './http-transport.js';
 import { type LeaseCacheRecord, readLeaseCache, releaseMarkFailed, writeLeaseCache } from './lease-cache.js';
@@ -440,7 +440,7 @@ export class FloeClient {
         (cached?.cachePath !== undefined && cachePath !== undefined
           ? !this.checkWrittenHere(cached.cachePath, cachePath)
           : false) ||
-        (cached?.cluster !== undefined && !this.transport.cluster.adopt(cached.cluster));
+        (cached?.cluster !== undefined && !this.adoptCacheCluster(cached.cluster, cachePath as string));
       /** Whether the cached lease is known to be the pinned cluster's (checked again when used: a pin may come later). */
       const cachedHere = (): boolean =>
         cached !== undefined &&
@@ -559,19 +559,32 @@ export class FloeClient {
    * record then serves only as a floor (never resumed, never released).
    */
   /**
-   * Pins the cluster a lease cache was written against, if nothing is pinned yet. A cache of another cluster than one
-   * this client only learned (from an answer or another cache) is refused: one of the two is the wrong cluster, and
-   * nothing tells which (review of 3775fb6, F2: a first answer from a wrong endpoint pinned it, and the cached app was
-   * then leased there). `clusterUid` given by the operator overrides the cache (a cache from before a migration).
+   * Pins the cluster a lease cache was written against, if nothing is pinned yet, as `leaseWorker` starts: before this
+   * call or any other sends anything (review of 3775fb6, F2). Read without the lock; only the cluster is taken.
    */
   private pinCacheCluster(cachePath: string, app: string, nodeId: string): void {
     const recorded = readLeaseCache(cachePath, app, nodeId, this.ctx.cacheFs)?.cluster;
+    if (recorded !== undefined) this.adoptCacheCluster(recorded, cachePath);
+  }
+
+  /**
+   * Whether the pinned cluster is the one a cache names (pinning it if none is). A cache of another cluster than one
+   * this client only learned (from an answer or another cache) is refused: one of the two is the wrong cluster, and
+   * nothing tells which (review of 3775fb6, F2: a first answer from a wrong endpoint pinned it, and the cached app was
+   * then leased there). Checked again under the lock, since the cache may be written meanwhile (its review, F2a).
+   * `clusterUid` given by the operator overrides the cache (a cache from before a migration): false. A value that is
+   * no UUID proves nothing: false, a floor only.
+   */
+  private adoptCacheCluster(recorded: string, cachePath: string): boolean {
     const pin = this.transport.cluster;
-    if (recorded === undefined || pin.adopt(recorded) || pin.configured) return;
+    const uid = recorded;
+    if (!isClusterUid(uid)) return false;
+    if (pin.adopt(uid)) return true;
+    if (pin.configured) return false;
     throw new ClientOptionError(
       'clusterUid',
-      `the cluster the lease cache ${cachePath} was written against (${recorded}); this client pinned ` +
-        `${pin.value} from an earlier answer, so one of its endpoints reaches another cluster: set clusterUid`,
+      `the cluster the lease cache ${cachePath} was written against (${uid}); this client pinned ` +
+        `${pin.value} from an earlier answer or cache, so one of its endpoints reaches another cluster: set clusterUid`,
       pin.value,
     );
   }

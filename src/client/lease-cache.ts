@@ -115,6 +115,8 @@ export function readLeaseCache(
     if (r.cachePath !== undefined && typeof r.cachePath !== 'string') return undefined;
     if (r.layout !== undefined && typeof r.layout !== 'string') return undefined;
     if (r.cluster !== undefined && typeof r.cluster !== 'string') return undefined;
+    // UUIDs compare in lower case, as nodes name them (a hand-edited record in upper case is the same cluster).
+    if (r.cluster !== undefined) r.cluster = r.cluster.toLowerCase();
     if (r.released !== undefined && r.released !== true) return undefined;
     return r as LeaseCacheRecord;
   } catch {

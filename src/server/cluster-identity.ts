@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import { CLUSTER_UID_HEADER } from '../client/cluster-pin.js';
 import type { FloeNode } from '../node/node.js';
 import { REMOTE_ALLOC_PATH } from '../sequences/remote-alloc.js';
@@ -135,6 +135,8 @@ export function addClusterUidHeader(
   uid: () => string | undefined,
   servesLeases: () => boolean,
   leads: () => boolean = servesLeases,
+  /** Answers a redirect to whoever could act on the request (307); false when no one is known. */
+  redirect: (reply: FastifyReply, url: string) => boolean = () => false,
 ): void {
   // The results the SDK uses wait for the UUID: an answer that names no cluster is then only ever an older version's,
   // and a pinned client can refuse it (review of the cluster identity, finding 5). Only at a cluster's first election
@@ -154,13 +156,14 @@ export function addClusterUidHeader(
       });
       return;
     }
-    // A node that can change nothing itself (neither the Raft leader nor the store's active node) only redirects a
-    // named request's writes to the one that can, which checks the name in turn; its answers name no cluster, which a
-    // pinned client refuses as results. So it lets the request through: refusing it here left a client whose endpoint
-    // reaches only such a follower with no lease at all (review of 3775fb6, F1).
-    const named = typeof expected === 'string' && (servesLeases() || leads());
+    const named = typeof expected === 'string';
     const route = req.routeOptions?.url;
     const gated = req.method === 'POST' && route !== undefined && GATED_ROUTES.has(route) && servesLeases();
+    // A named request never reaches a handler here before the UUID is known: a follower could become the leader
+    // before its handler acts (review 2 of the request header, F1). A node that cannot act on it (neither the Raft
+    // leader nor the store's active node) redirects it to the one that can, which checks the name in turn: answering
+    // it `not_ready` left a client whose only endpoint reaches such a follower with no lease (review 1, F1).
+    if (known === undefined && named && !servesLeases() && !leads() && redirect(reply, req.url)) return;
     if (known === undefined && (named || gated)) {
       reply.code(503).header('retry-after', '1').send({
         error: 'not_ready',

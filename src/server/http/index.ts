@@ -2,7 +2,8 @@
 // route with JSON schemas for its params, query string, body and replies (validated by fastify's
 // Ajv before the handler; docs/openapi.yaml is generated from them by scripts/gen-openapi.ts).
 // The hooks that guard every route (authentication, the admin gate) stay on the root app (auth.ts).
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import { NotLeaderError } from '../../node/errors.js';
 import type { FloeNode } from '../../node/node.js';
 import type { KvStateMachine } from '../../state/kv-state-machine.js';
 import { addClusterUidHeader } from '../cluster-identity.js';
@@ -60,8 +61,21 @@ export function registerHttpRoutes(app: FastifyInstance, o: HttpRoutesOptions): 
   // Lease calls are served by the Raft leader, or on the etcd store by its active node; the others redirect.
   const store = o.services?.store;
   const servesLeases = () => (store?.routing ? store.routing.isActive() : o.node.isLeader);
+  // Before it knows the UUID, a node that cannot act on a request naming a cluster sends it where it could be acted on.
+  const redirectUnvouched = (reply: FastifyReply, url: string): boolean => {
+    const to = store?.routing ? store.routing.active() : o.node.leaderHint();
+    if (to?.httpAddr === undefined || to.id === o.node.id) return false;
+    sendHttpError(reply, new NotLeaderError(o.node.id, to), url, hints);
+    return true;
+  };
   if (o.services?.clusterUid)
-    addClusterUidHeader(app, o.services.clusterUid, servesLeases, () => servesLeases() || o.node.isLeader);
+    addClusterUidHeader(
+      app,
+      o.services.clusterUid,
+      servesLeases,
+      () => servesLeases() || o.node.isLeader,
+      redirectUnvouched,
+    );
   if (o.services) {
     const helpers = registerAuth(app, o.services, fail);
     if (o.services.sequences) app.register(sequencesPlugin, { sequences: o.services.sequences, helpers });
