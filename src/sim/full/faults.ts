@@ -766,8 +766,11 @@ export class FaultDirector {
       this.changing = false;
       return false;
     }
+    // Corrupt data first: a member that failed for another reason (an fsync EIO) starts again on a reboot, while the
+    // corrupt one never will, and removing the other would leave it in a majority of two (swarm seed 1410929).
     const first = [
-      victims.filter((h) => h.state === 'failed' || h.corrupted),
+      victims.filter((h) => h.corrupted || /corrupt/i.test(h.lastError ?? '')),
+      victims.filter((h) => h.state === 'failed'),
       victims.filter((h) => h.diskFaulted),
       victims,
     ].find((l) => l.length > 0) as NodeHost[];

@@ -117,4 +117,14 @@ describe('full-stack simulation', () => {
     expect(r.config.productionDefaults).toBeTruthy();
     expect(r.failure, r.failure?.detail).toBeUndefined();
   });
+
+  // Swarm seed 1410929 failed liveness on 13bb44d (harness): with n3's data corrupt (a flip at rest) and n2 down after
+  // an fsync EIO, the membership fault removed n2, not n3, leaving voters {n1, n3}: no healthy quorum, yet not
+  // exempted (the restarted n1 had not applied the removal). The fault now removes a corrupt member first.
+  it('the membership fault removes the member with corrupt data before one that failed otherwise (1410929)', {
+    timeout: 120_000,
+  }, async () => {
+    const r = await runFullSim({ seed: 1410929, profile: 'swarm' });
+    expect(r.failure, r.failure?.detail).toBeUndefined();
+  });
 });
