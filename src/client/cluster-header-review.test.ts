@@ -1,58 +1,15 @@
-// Adversarial review of 3775fb6 (the SDK names its pinned cluster, `floe-cluster`, in every request). Each test is a
-// hole: it fails on 3775fb6. Real in-process nodes with the real HTTP API (the onRequest hook), the real SDK and
-// fetch over 127.0.0.1.
-import { mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { leaseNodeOf } from '../lease/floe-node-adapter.js';
 import { LeaseService } from '../lease/lease-service.js';
 import type { FloeNode } from '../node/node.js';
-import { identityCluster, knownUid, type Stops } from '../server/test-identity-cluster.js';
+import { identityCluster } from '../server/test-identity-cluster.js';
 import { ClientOptionError, FloeUnavailableError } from './errors.js';
-import { FloeClient } from './floe-client.js';
-import { leaveDeadLock } from './test-doubles.js';
+import { clusterKit, leasesOn } from './test-cluster-kit.js';
 
-const stops: Stops = [];
-const clients: FloeClient[] = [];
-afterEach(async () => {
-  for (const c of clients.splice(0)) await c.close().catch(() => {});
-  for (const s of stops.splice(0).reverse()) await s();
-});
-
-/** A running single-node cluster that knows its UUID, with pools `svc` and `other`. */
-async function cluster(secret: string) {
-  const c = await identityCluster(stops, { secret });
-  const uid = await knownUid(c.state);
-  for (const app of ['svc', 'other'])
-    expect(
-      (await c.app.inject({ method: 'PUT', url: `/v1/apps/${app}/pool`, payload: { bits: 4 } })).statusCode,
-    ).toBe(200);
-  return { ...c, uid };
-}
-
-function leasesOn(c: { state: { leases: { leases(app: string): unknown[] } } }, app: string): unknown[] {
-  return c.state.leases.leases(app);
-}
-
-function client(o: ConstructorParameters<typeof FloeClient>[0]): FloeClient {
-  const c = new FloeClient({ bootId: 'boot-1', requestTimeoutMs: 1000, ...o });
-  clients.push(c);
-  return c;
-}
+const { stops, cluster, client, cacheOfA, cleanup } = clusterKit();
+afterEach(cleanup);
 
 describe('review of 3775fb6: requests that name the pinned cluster', () => {
-  /** A cache of a lease of `svc` that A granted, left by a process that died (renewals frozen, its lock dead). */
-  async function cacheOfA(a: { base: string; uid: string }): Promise<string> {
-    const cachePath = join(mkdtempSync(join(tmpdir(), 'floe-hdr-')), 'lease.json');
-    const first = client({ endpoints: [a.base], setTimer: () => ({ cancel() {} }) });
-    await first.leaseWorker({ app: 'svc', nodeId: 'h1', cachePath });
-    clients.splice(clients.indexOf(first), 1); // never released: it crashed
-    expect(JSON.parse(readFileSync(cachePath, 'utf8')).cluster).toBe(a.uid);
-    leaveDeadLock(cachePath, 'boot-1', 10_000);
-    return cachePath;
-  }
-
   it('a lease cache written against A: a call started beside the cached lease is sent before the cache is read, names nothing, and is granted by B', async () => {
     const [a, b] = await Promise.all([cluster('secret-a'), cluster('secret-b')]);
     const cachePath = await cacheOfA(a);

@@ -2,58 +2,22 @@
 // 31da9cf. Real in-process nodes with the real HTTP API (the onRequest hook), the real SDK and fetch over 127.0.0.1.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { leaseNodeOf } from '../lease/floe-node-adapter.js';
 import { LeaseService } from '../lease/lease-service.js';
 import type { FloeNode } from '../node/node.js';
-import { identityCluster, knownUid, type Stops } from '../server/test-identity-cluster.js';
+import { identityCluster } from '../server/test-identity-cluster.js';
 import { lockPathOf, lockRecordFor } from './cache-lock.js';
-import { FloeClient } from './floe-client.js';
-import { leaveDeadLock } from './test-doubles.js';
+import { clusterKit, leasesOn } from './test-cluster-kit.js';
 
-const stops: Stops = [];
-const clients: FloeClient[] = [];
+const { stops, cluster, client, cacheOfA, cleanup } = clusterKit();
 const children: ChildProcess[] = [];
 afterEach(async () => {
   for (const c of children.splice(0)) if (c.exitCode === null) c.kill('SIGKILL');
-  for (const c of clients.splice(0)) await c.close().catch(() => {});
-  for (const s of stops.splice(0).reverse()) await s();
+  await cleanup();
 });
-
-async function cluster(secret: string) {
-  const c = await identityCluster(stops, { secret });
-  const uid = await knownUid(c.state);
-  for (const app of ['svc', 'other'])
-    expect(
-      (await c.app.inject({ method: 'PUT', url: `/v1/apps/${app}/pool`, payload: { bits: 4 } })).statusCode,
-    ).toBe(200);
-  return { ...c, uid };
-}
-
-function leasesOn(c: { state: { leases: { leases(app: string): unknown[] } } }, app: string): unknown[] {
-  return c.state.leases.leases(app);
-}
-
-function client(o: ConstructorParameters<typeof FloeClient>[0]): FloeClient {
-  const c = new FloeClient({ bootId: 'boot-1', requestTimeoutMs: 1000, ...o });
-  clients.push(c);
-  return c;
-}
-
-/** A cache of a lease of `svc` that A granted, left by a process that died (renewals frozen, its lock dead). */
-async function cacheOfA(a: { base: string; uid: string }): Promise<string> {
-  const cachePath = join(mkdtempSync(join(tmpdir(), 'floe-hdr2-')), 'lease.json');
-  const first = client({ endpoints: [a.base], setTimer: () => ({ cancel() {} }) });
-  await first.leaseWorker({ app: 'svc', nodeId: 'h1', cachePath });
-  clients.splice(clients.indexOf(first), 1); // never released: it crashed
-  expect(JSON.parse(readFileSync(cachePath, 'utf8')).cluster).toBe(a.uid);
-  leaveDeadLock(cachePath, 'boot-1', 10_000);
-  return cachePath;
-}
 
 describe('review of 31da9cf, F1: the hook decides on the role at arrival, the handler acts later', () => {
   it('a named request for A that reaches a follower of B without the UUID, which leads by the time its body is read, is granted by B', async () => {
