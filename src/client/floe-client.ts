@@ -552,13 +552,6 @@ export class FloeClient {
   }
 
   /**
-   * A cache record names the (canonical) path its writer locked. Found under another name that still exists, it is a
-   * hard link or a copy of another cache, which another process may use under that name's lock: two processes would
-   * then resume, release or use one lease (review findings R2, F1). Refused. A name whose directory is gone may be a
-   * cache that was moved, or a copy whose original directory was deleted while its writer still runs: false, and the
-   * record then serves only as a floor (never resumed, never released).
-   */
-  /**
    * Pins the cluster a lease cache was written against, if nothing is pinned yet, as `leaseWorker` starts: before this
    * call or any other sends anything (review of 3775fb6, F2). Read without the lock; only the cluster is taken.
    */
@@ -577,18 +570,24 @@ export class FloeClient {
    */
   private adoptCacheCluster(recorded: string, cachePath: string): boolean {
     const pin = this.transport.cluster;
-    const uid = recorded;
-    if (!isClusterUid(uid)) return false;
-    if (pin.adopt(uid)) return true;
+    if (!isClusterUid(recorded)) return false;
+    if (pin.adopt(recorded)) return true;
     if (pin.configured) return false;
     throw new ClientOptionError(
       'clusterUid',
-      `the cluster the lease cache ${cachePath} was written against (${uid}); this client pinned ` +
+      `the cluster the lease cache ${cachePath} was written against (${recorded}); this client pinned ` +
         `${pin.value} from an earlier answer or cache, so one of its endpoints reaches another cluster: set clusterUid`,
       pin.value,
     );
   }
 
+  /**
+   * A cache record names the (canonical) path its writer locked. Found under another name that still exists, it is a
+   * hard link or a copy of another cache, which another process may use under that name's lock: two processes would
+   * then resume, release or use one lease (review findings R2, F1). Refused. A name whose directory is gone may be a
+   * cache that was moved, or a copy whose original directory was deleted while its writer still runs: false, and the
+   * record then serves only as a floor (never resumed, never released).
+   */
   private checkWrittenHere(recorded: string, cachePath: string): boolean {
     const fs = this.ctx.cacheFs;
     const writer = fs.canonical(recorded);
