@@ -157,6 +157,7 @@ export function respBackendOf(s: FloeServices): RespBackend {
       return false;
     },
     authorize: (user, app, perm) => auth.permits(user, app, perm as Permission),
+    ...(s.clusterUid ? { clusterUid: s.clusterUid } : {}),
     workerAcquire: (req: WorkerAcquireRequest) =>
       call(async () => {
         // Nothing the lease state would refuse reaches the log.

@@ -6,6 +6,7 @@ import { execFile } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FloeClient } from '../../src/client/floe-client.js';
 import { Cluster, floeBin, http, until, waitForLeader } from './harness.js';
+import { cliRecord, redisCli } from './lease-cluster.js';
 
 const clusters: Cluster[] = [];
 afterEach(async () => {
@@ -92,5 +93,40 @@ describe('cluster identity (real processes)', () => {
     } finally {
       await lease.release();
     }
+
+    // The same over RESP with redis-cli: a WORKER.ACQUIRE naming A (`CLUSTER uuid`) is refused by B before it acts.
+    const onBResp = await redisCli([
+      '-p',
+      String(b.node(1).spec.respPort),
+      'WORKER.ACQUIRE',
+      'svc',
+      'host-resp',
+      'CLUSTER',
+      uid,
+    ]);
+    expect(onBResp.stdout.trim()).toBe(
+      `ERR cluster_mismatch: this node belongs to cluster ${bUid}; the request is meant for ${uid}`,
+    );
+    const bList = await redisCli(['-p', String(b.node(1).spec.respPort), 'WORKER.LIST', 'svc']);
+    expect(bList.stdout).not.toContain('host-resp');
+    // On A it is granted (redis-cli -c follows MOVED to the leader), and the record names A.
+    const onAResp = await until('A to grant over RESP', async () => {
+      const r = await redisCli([
+        '-c',
+        '-p',
+        String(a.node(1).spec.respPort),
+        'WORKER.ACQUIRE',
+        'svc',
+        'host-resp',
+        'CLUSTER',
+        uid,
+      ]);
+      return /^worker_id/.test(r.stdout) ? cliRecord(r.stdout) : undefined;
+    });
+    expect(onAResp.node_id).toBe('host-resp');
+    expect(onAResp.cluster).toBe(uid);
+    expect((await redisCli(['-p', String(b.node(1).spec.respPort), 'INFO', 'server'])).stdout).toContain(
+      `floe_cluster_uid:${bUid}`,
+    );
   }, 120_000);
 });

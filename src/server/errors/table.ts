@@ -42,11 +42,13 @@ export const ERROR_TABLE = {
   },
   not_ready: {
     http: 503,
-    when: "a lease call or segment allocation reached the node that serves it before it knows the cluster's UUID (its first leader mints it; docs/cluster-identity.md), or a request naming a cluster reached a node that cannot tell yet: nothing happened, retry (`Retry-After: 1`)",
+    resp: 'TRYAGAIN',
+    when: "a lease call or segment allocation reached the node that serves it before it knows the cluster's UUID (its first leader mints it; docs/cluster-identity.md), or a request naming a cluster (`floe-cluster` header, RESP `CLUSTER` option) reached a node that cannot tell yet: nothing happened, retry (`Retry-After: 1`)",
   },
   cluster_mismatch: {
     http: 421,
-    when: 'the request names another cluster in its `floe-cluster` header (the SDK once pinned, import-api, a follower allocating a node-mode segment): it reached the wrong cluster, nothing happened',
+    resp: 'ERR',
+    when: 'the request names another cluster in its `floe-cluster` header (the SDK once pinned, import-api, a follower allocating a node-mode segment) or its RESP `CLUSTER` option: it reached the wrong cluster, nothing happened',
   },
   not_supported: {
     http: 501,

@@ -44,6 +44,12 @@ export interface RespBackend {
   workerRelease(req: WorkerReleaseRequest): Promise<void>;
   /** Every current lease of `app`, ordered by worker ID. */
   workerList(req: WorkerListRequest): Promise<LeaseReply[]>;
+  /**
+   * The cluster's UUID once this member knows it (docs/cluster-identity.md): checked against a command's `CLUSTER`
+   * option, named in lease records (`cluster`) and in INFO (`floe_cluster_uid`). Absent or undefined: a command that
+   * names a cluster is refused `-TRYAGAIN not_ready`.
+   */
+  clusterUid?(): string | undefined;
   /** Sequences (SEQ.*, INCR, INCRBY, GET). Absent: those commands answer that sequences are not served here. */
   sequences?: SequenceBackend;
   /** Server-side Snowflake (SNOWFLAKE.NEXT/CREATE/INFO). */

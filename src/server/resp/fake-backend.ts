@@ -62,6 +62,8 @@ export class FakeCluster {
   term = 1;
   appliedIndex = 0;
   authRequired = false;
+  /** The cluster's UUID as its members know it (undefined: not minted yet). */
+  clusterUid: string | undefined;
   readonly poolSize: number;
   readonly defaultTtlMs: number;
   readonly now: () => number;
@@ -287,6 +289,10 @@ export class FakeBackend implements RespBackend {
 
   authorize(user: string | undefined, app: string, perm: LeasePermission): boolean {
     return this.cluster.allowed(user, app, perm);
+  }
+
+  clusterUid(): string | undefined {
+    return this.cluster.clusterUid;
   }
 
   private leaderOnly(): void {

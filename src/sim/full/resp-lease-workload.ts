@@ -12,6 +12,8 @@
 // - timestamps only in (high_water_ms, bound_ms], the bound raised only by a committed renewal's bound_ms;
 // - every reply checked against its request (a mismatch is `reply-mismatch` and is never used); MOVED followed to
 //   the leader, CLUSTERDOWN and lost replies sent to another member;
+// - the cluster named by the first lease record is pinned for the client's life (as a user configures the output of
+//   `floe cluster uid`): every later WORKER.* command names it (`CLUSTER uuid`), and every record must name it;
 // - a lease whose deadline passed is revived by a renewal sent now, or (one time in five) given up (safe: the
 //   leader acknowledges a renewal only of the live token, before its own deadline; the deadline then counts from this
 //   send); a release stops generation first and names the last timestamp used (LAST).
@@ -111,6 +113,8 @@ export class RespLeaseClient {
   private unanswered: { proc: string; requestId: string } | undefined;
   /** Global µs of this client's latest issued ID (liveness after healing). */
   lastIssuedUs = -1;
+  /** The cluster the first lease record named: named in every later command (`CLUSTER uuid`) and checked in records. */
+  private cluster: string | undefined;
 
   constructor(
     private readonly world: World,
@@ -295,6 +299,7 @@ export class RespLeaseClient {
         asked.layout,
         'BOUND',
         String(asked.boundMs),
+        ...this.named(),
       ];
       const a = await this.send(proc, args);
       if (!proc.alive) return false;
@@ -304,7 +309,10 @@ export class RespLeaseClient {
         return false;
       }
       const rec = recordOf(a.v);
-      const g = rec === undefined ? 'not a lease record' : checkAcquireReply(asked, rec);
+      const g =
+        rec === undefined
+          ? 'not a lease record'
+          : (this.clusterProblem(rec) ?? checkAcquireReply(asked, rec));
       if (typeof g === 'string') {
         w.fail('reply-mismatch', `${proc.name}: ${args.join(' ')} answered ${show(a.v)}: ${g}`);
         return false;
@@ -375,6 +383,7 @@ export class RespLeaseClient {
     const bound = renewBound(h.boundMs, sentWall + h.leadMs, s.boundWindowMs);
     const args = ['WORKER.RENEW', s.app, String(h.workerId), String(h.token)];
     if (bound !== undefined) args.push('BOUND', String(bound));
+    args.push(...this.named());
     const a = await this.send(proc, args);
     if (!proc.alive || this.held !== h || a === 'lost') return;
     if ('err' in a) {
@@ -390,7 +399,8 @@ export class RespLeaseClient {
     const r =
       rec === undefined
         ? 'not a lease record'
-        : checkRenewReply(
+        : (this.clusterProblem(rec) ??
+          checkRenewReply(
             {
               app: s.app,
               workerId: h.workerId,
@@ -399,7 +409,7 @@ export class RespLeaseClient {
               ...(bound === undefined ? {} : { boundMs: bound }),
             },
             rec,
-          );
+          ));
     if (typeof r === 'string') {
       w.fail('reply-mismatch', `${proc.name}: ${args.join(' ')} answered ${show(a.v)}: ${r}`);
       return;
@@ -436,6 +446,7 @@ export class RespLeaseClient {
     const last = h.lastId === undefined ? undefined : decode(h.lastId, s.layout).timestamp;
     const args = ['WORKER.RELEASE', s.app, String(h.workerId), String(h.token)];
     if (last !== undefined) args.push('LAST', String(last));
+    args.push(...this.named());
     // A release without an answer is sent again (same token: a repeat is answered OK), a few times: a lost one leaves
     // the worker ID held, and this nodeId refused `lease_held`, until the lease expires.
     let a: Awaited<ReturnType<typeof this.send>> = 'lost';
@@ -465,12 +476,36 @@ export class RespLeaseClient {
     this.world.trace(`${proc.name} released worker ${h.workerId} token ${h.token} (last ${last})`);
   }
 
+  // ---- the cluster -------------------------------------------------------------------------
+
+  /** `CLUSTER uuid` once a record named the cluster. */
+  private named(): string[] {
+    return this.cluster === undefined ? [] : ['CLUSTER', this.cluster];
+  }
+
+  /**
+   * Why a lease record's `cluster` is wrong (the pinned one, once pinned; the record pins the first one it names).
+   * One cluster runs here: a record that names another, or names none once a command named ours, is a node's fault.
+   */
+  private clusterProblem(rec: Map<string, string>): string | undefined {
+    const named = rec.get('cluster');
+    if (this.cluster === undefined) {
+      if (named !== undefined) this.cluster = named;
+      return undefined;
+    }
+    return named === this.cluster
+      ? undefined
+      : `cluster is ${JSON.stringify(named)}, the pinned one is ${this.cluster}`;
+  }
+
   // ---- the connection ------------------------------------------------------------------------
 
   /** The refusal's code (`lease_held`, `pool_exhausted`, ..., or the RESP error word), counted and traced. */
   private refused(proc: SimProcess, cmd: string, err: string): string {
-    const m = /^ERR ([a-z_]+):/.exec(err);
+    const m = /^(?:ERR|TRYAGAIN) ([a-z_]+):/.exec(err);
     const code = m ? (m[1] as string) : (err.split(' ')[0] as string);
+    // One cluster runs here: a node that says it belongs to another misreports its identity.
+    if (code === 'cluster_mismatch') this.world.fail('cluster-identity', `${proc.name} ${cmd}: -${err}`);
     this.stats.refused[code] = (this.stats.refused[code] ?? 0) + 1;
     this.world.trace(`${proc.name} ${cmd}: -${err.slice(0, 160)}`);
     return code;

@@ -316,6 +316,7 @@ function sectionLines(server: ServerState, section: string): string[] {
         `redis_mode:${server.options.mode}`,
         `floe_version:${server.options.floeVersion}`,
         `floe_member_id:${server.backend.nodeId}`,
+        `floe_cluster_uid:${server.backend.clusterUid?.() ?? ''}`,
         `floe_raft_role:${server.backend.role()}`,
         `os:${platform()} ${release()} ${arch()}`,
         `arch_bits:${arch().includes('64') ? 64 : 32}`,

@@ -2,6 +2,7 @@ import type { LeasePermission, RespBackend, SequenceBackend, SequenceInfoReply }
 import { type CommandContext, type CommandSpecInput, lower, text } from '../command.js';
 import { errors, RespError } from '../errors.js';
 import { R, type Reply } from '../reply.js';
+import { checkNamedCluster } from './cluster-option.js';
 
 const MAX_KEY_BYTES = 256;
 const MAX_INT64 = (1n << 63n) - 1n;
@@ -161,16 +162,21 @@ export const sequenceCommands: CommandSpecInput[] = [
   },
   {
     name: 'seq.alloc',
-    arity: 3,
+    arity: -3,
     flags: ['write', 'denyoom'],
     firstKey: 1,
     group: 'floe',
-    summary: 'SEQ.ALLOC key n: a segment of n values for the caller; replies [start, end) (end exclusive).',
+    summary:
+      'SEQ.ALLOC key n [CLUSTER uuid]: a segment of n values for the caller; replies [start, end) (end exclusive). CLUSTER refuses the call on a node of another cluster.',
     since: '0.1.0',
     handler: async (ctx, args) => {
       const key = keyArg(args[1]);
       const n = int64Arg(args[2]);
       if (n <= 0n || n > 2_147_483_647n) throw new RespError('ERR count must be in [1, 2147483647]');
+      if (args.length > 3) {
+        if (args.length !== 5 || lower(args[3]) !== 'cluster') throw errors.syntax();
+        checkNamedCluster(ctx, args[4]);
+      }
       authorize(ctx, key, 'issue');
       const r = await backendOf(ctx).alloc(key, Number(n));
       return R.array([R.int(r.start), R.int(r.end)]);

@@ -3,6 +3,7 @@ import type { LeasePermission, SnowflakeBackend } from '../backend.js';
 import { type CommandContext, type CommandSpecInput, integerArg, lower, text } from '../command.js';
 import { errors, RespError } from '../errors.js';
 import { R } from '../reply.js';
+import { checkNamedCluster } from './cluster-option.js';
 
 /**
  * SNOWFLAKE.DECODE: pure, answered by any node. SNOWFLAKE.NEXT: every node serves IDs from its own
@@ -16,20 +17,27 @@ export const snowflakeCommands: CommandSpecInput[] = [
     firstKey: 1,
     group: 'floe',
     summary:
-      'SNOWFLAKE.NEXT key [COUNT n]: the next ID (or n IDs, an array) of key from this node’s leased worker ID.',
+      'SNOWFLAKE.NEXT key [COUNT n] [CLUSTER uuid]: the next ID (or n IDs, an array) of key from this node’s leased worker ID. CLUSTER refuses the call on a node of another cluster.',
     since: '0.1.0',
     servedLocally: () => true,
     handler: async (ctx, args) => {
       const key = text(args[1]);
-      let count = 1;
-      if (args.length > 2) {
-        if (args.length !== 4 || lower(args[2]) !== 'count') throw errors.syntax();
-        count = integerArg(args[3]);
-        if (count < 1 || count > 100_000) throw new RespError('ERR COUNT must be in [1, 100000]');
+      let count: number | undefined;
+      let cluster: Buffer | undefined;
+      for (let i = 2; i < args.length; i += 2) {
+        const name = lower(args[i]);
+        if (i + 1 >= args.length) throw errors.syntax();
+        if (name === 'count') {
+          count = integerArg(args[i + 1]);
+          if (count < 1 || count > 100_000) throw new RespError('ERR COUNT must be in [1, 100000]');
+        } else if (name === 'cluster') cluster = args[i + 1];
+        else throw errors.syntax();
       }
+      checkNamedCluster(ctx, cluster);
       authorizeKey(ctx, key, 'issue');
-      const ids = await snowflakesOf(ctx).next(key, count);
-      return args.length > 2 ? R.array(ids.map((id) => R.int(id))) : R.int(ids[0]!);
+      const ids = await snowflakesOf(ctx).next(key, count ?? 1);
+      // COUNT asks for an array, even of one ID.
+      return count !== undefined ? R.array(ids.map((id) => R.int(id))) : R.int(ids[0]!);
     },
   },
   {

@@ -3,10 +3,13 @@ import type { LeasePermission, LeaseReply } from '../backend.js';
 import { type CommandContext, type CommandSpecInput, integerArg, lower, text, tokenArg } from '../command.js';
 import { errors, RespError } from '../errors.js';
 import { type FieldValue, R, type Reply } from '../reply.js';
+import { checkNamedCluster } from './cluster-option.js';
 
 /**
  * Worker-ID leases, delegated to the backend. The app name is the key (argument 1): on a follower the writes
  * are answered `-MOVED <slot(app)> <leader>` before the backend is called, so cluster clients follow the leader.
+ * Every one takes `CLUSTER uuid`, checked before anything is done (cluster-option.ts), and every lease record ends
+ * with the cluster that answers it (`cluster`, once this node knows it).
  */
 export const workerCommands: CommandSpecInput[] = [
   {
@@ -16,13 +19,13 @@ export const workerCommands: CommandSpecInput[] = [
     firstKey: 1,
     group: 'floe',
     summary:
-      'WORKER.ACQUIRE app nodeId [TTL ms] [REQID id] [INCARNATION id] [LAYOUT name|fingerprint] [BOUND ms]: lease a worker ID of app to instance nodeId (REQID makes retries by the same INCARNATION idempotent; LAYOUT is checked against the layout pinned for app; BOUND promises the highest timestamp used before the first renewal).',
+      'WORKER.ACQUIRE app nodeId [TTL ms] [REQID id] [INCARNATION id] [LAYOUT name|fingerprint] [BOUND ms] [CLUSTER uuid]: lease a worker ID of app to instance nodeId (REQID makes retries by the same INCARNATION idempotent; LAYOUT is checked against the layout pinned for app; BOUND promises the highest timestamp used before the first renewal; CLUSTER refuses the call on a node of another cluster).',
     since: '0.1.0',
     handler: async (ctx, args) => {
       const app = appArg(args[1]);
       const nodeId = text(args[2]);
       if (nodeId.length === 0) throw new RespError('ERR nodeId must not be empty');
-      const opts = parseOptions(args, 3, ['ttl', 'reqid', 'incarnation', 'layout', 'bound']);
+      const opts = parseOptions(args, 3, ['ttl', 'reqid', 'incarnation', 'layout', 'bound', 'cluster']);
       const ttlMs = positiveMs(opts.get('ttl'), 'TTL');
       const reqid = opts.get('reqid');
       const requestId = reqid === undefined ? undefined : text(reqid);
@@ -31,8 +34,10 @@ export const workerCommands: CommandSpecInput[] = [
       const layoutArg = opts.get('layout');
       const layout = layoutArg === undefined ? undefined : layoutOption(text(layoutArg));
       const boundMs = nonNegativeMs(opts.get('bound'), 'BOUND');
+      checkNamedCluster(ctx, opts.get('cluster'));
       authorize(ctx, app, 'acquire');
-      return leaseRecord(
+      return answer(
+        ctx,
         await ctx.server.backend.workerAcquire({
           app,
           nodeId,
@@ -52,16 +57,19 @@ export const workerCommands: CommandSpecInput[] = [
     flags: ['write', 'fast'],
     firstKey: 1,
     group: 'floe',
-    summary: 'WORKER.RENEW app workerId token [BOUND ms]: extend a lease held with fencing token.',
+    summary:
+      'WORKER.RENEW app workerId token [BOUND ms] [CLUSTER uuid]: extend a lease held with fencing token.',
     since: '0.1.0',
     handler: async (ctx, args) => {
       const app = appArg(args[1]);
       const workerId = workerIdArg(args[2]);
       const token = tokenArg(args[3]);
-      const opts = parseOptions(args, 4, ['bound']);
+      const opts = parseOptions(args, 4, ['bound', 'cluster']);
       const boundMs = nonNegativeMs(opts.get('bound'), 'BOUND');
+      checkNamedCluster(ctx, opts.get('cluster'));
       authorize(ctx, app, 'renew');
-      return leaseRecord(
+      return answer(
+        ctx,
         await ctx.server.backend.workerRenew({ app, workerId, token, boundMs, user: ctx.session.user }),
       );
     },
@@ -72,14 +80,15 @@ export const workerCommands: CommandSpecInput[] = [
     flags: ['write', 'fast'],
     firstKey: 1,
     group: 'floe',
-    summary: 'WORKER.RELEASE app workerId token [LAST ms]: give a lease back; OK.',
+    summary: 'WORKER.RELEASE app workerId token [LAST ms] [CLUSTER uuid]: give a lease back; OK.',
     since: '0.1.0',
     handler: async (ctx, args) => {
       const app = appArg(args[1]);
       const workerId = workerIdArg(args[2]);
       const token = tokenArg(args[3]);
-      const opts = parseOptions(args, 4, ['last']);
+      const opts = parseOptions(args, 4, ['last', 'cluster']);
       const lastMs = nonNegativeMs(opts.get('last'), 'LAST');
+      checkNamedCluster(ctx, opts.get('cluster'));
       authorize(ctx, app, 'release');
       await ctx.server.backend.workerRelease({ app, workerId, token, lastMs, user: ctx.session.user });
       return R.OK;
@@ -87,23 +96,33 @@ export const workerCommands: CommandSpecInput[] = [
   },
   {
     name: 'worker.list',
-    arity: 2,
+    arity: -2,
     flags: ['readonly'],
     firstKey: 1,
     group: 'floe',
-    summary: 'WORKER.LIST app: every current lease of app, by worker ID.',
+    summary: 'WORKER.LIST app [CLUSTER uuid]: every current lease of app, by worker ID.',
     since: '0.1.0',
     handler: async (ctx, args) => {
       const app = appArg(args[1]);
+      checkNamedCluster(ctx, parseOptions(args, 2, ['cluster']).get('cluster'));
       authorize(ctx, app, 'read');
       const leases = await ctx.server.backend.workerList({ app, user: ctx.session.user });
-      return R.array(leases.map(leaseRecord));
+      const cluster = ctx.server.backend.clusterUid?.();
+      return R.array(leases.map((l) => leaseRecord(l, cluster)));
     },
   },
 ];
 
-/** A lease as a record: worker_id, datacenter_id, token, expires_at_ms, high_water_ms, ttl_ms, app, node_id, extras. */
-export function leaseRecord(l: LeaseReply): Reply {
+/** A lease record naming the cluster that answers it, once this node knows it (read after the backend answered). */
+function answer(ctx: CommandContext, l: LeaseReply): Reply {
+  return leaseRecord(l, ctx.server.backend.clusterUid?.());
+}
+
+/**
+ * A lease as a record: worker_id, datacenter_id, token, expires_at_ms, high_water_ms, ttl_ms, app, node_id, extras,
+ * then `cluster` when given.
+ */
+export function leaseRecord(l: LeaseReply, cluster?: string): Reply {
   const fields: [string, FieldValue][] = [
     ['worker_id', l.workerId],
     ['datacenter_id', l.datacenterId],
@@ -115,6 +134,7 @@ export function leaseRecord(l: LeaseReply): Reply {
     ['node_id', l.nodeId],
   ];
   if (l.extra) for (const [k, v] of Object.entries(l.extra)) fields.push([k, v]);
+  if (cluster !== undefined) fields.push(['cluster', cluster]);
   return R.record(fields);
 }
 
