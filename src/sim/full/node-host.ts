@@ -16,6 +16,7 @@ import type { NodeStorage, NodeTransport, TransportSink } from '../../node/seams
 import type { ConfState, Message, NodeId, Storage } from '../../raft/types.js';
 import { httpRemoteAlloc, SequenceService, sequenceNodeOf } from '../../sequences/index.js';
 import { askMembersForClusterUid, ClusterIdentityKeeper } from '../../server/cluster-identity.js';
+import type { FloeServices } from '../../server/floe-services.js';
 import { SnowflakeService, memberFetch as signedMemberFetch } from '../../snowflakes/index.js';
 import { FloeStateMachine } from '../../state/floe-state-machine.js';
 import type { LeaseEvent } from '../../state/leases/types.js';
@@ -107,6 +108,8 @@ export class NodeHost {
   sequences: SequenceService | undefined;
   snowflakes: SnowflakeService | undefined;
   app: FastifyInstance | undefined;
+  /** What the node's HTTP app and RESP server are built over, as src/node/start.ts shares one object between them. */
+  services: FloeServices | undefined;
   /** Why the last boot or run ended badly (halt reason, open error). */
   lastError: string | undefined;
   /** Disk faults were injected into this node (EIO, bit flips): a halt or refusal to start is expected. */
@@ -379,20 +382,16 @@ export class NodeHost {
           s.production ? this.hooks.memberFetch(proc, `n${this.id}`, sdkTimeoutMs()) : memberFetch,
         )
       : undefined;
-    const app = await buildSimHttpApp(
-      n,
-      sm.kv,
-      {
-        node: n,
-        leases,
-        auth: sm.auth,
-        ...(sequences ? { sequences } : {}),
-        ...(snowflakes ? { snowflakes } : {}),
-        memberSecret: SIM_CLUSTER_SECRET,
-        clusterUid: () => sm.cluster.uid,
-      },
-      SIM_CLUSTER_SECRET,
-    );
+    const services: FloeServices = {
+      node: n,
+      leases,
+      auth: sm.auth,
+      ...(sequences ? { sequences } : {}),
+      ...(snowflakes ? { snowflakes } : {}),
+      memberSecret: SIM_CLUSTER_SECRET,
+      clusterUid: () => sm.cluster.uid,
+    };
+    const app = await buildSimHttpApp(n, sm.kv, services, SIM_CLUSTER_SECRET);
     if (!proc.alive) return;
     this.node = n;
     this.sm = sm;
@@ -400,6 +399,7 @@ export class NodeHost {
     this.sequences = sequences;
     this.snowflakes = snowflakes;
     this.app = app;
+    this.services = services;
     n.start();
     this.state = 'up';
     // It started: a bit flipped before now was in nothing it reads at start, and excuses no later refusal.
@@ -543,6 +543,7 @@ export class NodeHost {
     this.sequences = undefined;
     this.snowflakes = undefined;
     this.app = undefined;
+    this.services = undefined;
     this.sm = undefined;
   }
 

@@ -10,6 +10,7 @@ describe('RESP lease clients in the full simulator', () => {
     let grants = 0;
     let renewals = 0;
     let releases = 0;
+    let named = 0;
     for (let seed = 1000; seed < 1004; seed++) {
       const r = await runFullSim({ seed, respLeaseClients: 3 });
       expect(r.failure?.detail ?? 'ok', `seed ${seed}`).toBe('ok');
@@ -17,11 +18,14 @@ describe('RESP lease clients in the full simulator', () => {
       grants += r.stats.respLease.grants;
       renewals += r.stats.respLease.renewals;
       releases += r.stats.respLease.releases;
+      named += r.stats.respLease.named;
     }
     expect(issued).toBeGreaterThan(1000);
     expect(grants).toBeGreaterThan(20);
     expect(renewals).toBeGreaterThan(10);
     expect(releases).toBeGreaterThan(10);
+    // Once a record named the cluster, the holders name it in their commands (`CLUSTER uuid`), and nodes serve them.
+    expect(named).toBeGreaterThan(grants);
   }, 180_000);
 
   it('is deterministic: the same seed gives the same trace', async () => {

@@ -50,6 +50,8 @@ export type RespLeaseSettings = Omit<RespLeaseWorkloadConfig, 'clients'> & {
 export interface RespLeaseStats {
   /** WORKER.* commands sent (each MOVED hop counts). */
   commands: number;
+  /** Of them, those that named the pinned cluster (`CLUSTER uuid`). */
+  named: number;
   moved: number;
   grants: number;
   renewals: number;
@@ -66,6 +68,7 @@ export interface RespLeaseStats {
 
 export const zeroRespLeaseStats = (): RespLeaseStats => ({
   commands: 0,
+  named: 0,
   moved: 0,
   grants: 0,
   renewals: 0,
@@ -529,6 +532,7 @@ export class RespLeaseClient {
     let target = this.target ?? respAddrOf(this.rng.pick(members));
     for (let hop = 0; ; hop++) {
       this.stats.commands++;
+      if (args.includes('CLUSTER')) this.stats.named++;
       const [a] = await this.conn(proc, target).pipeline([args]);
       if (!proc.alive) return 'lost';
       const v = a?.outcome;

@@ -235,14 +235,8 @@ class SimRespServer {
     limitsOverride?: Partial<RespLimits>,
   ) {
     this.staleArrival = world.bugs.has('resp-stale-arrival');
-    const node = host.node!;
-    const backend = respBackendOf({
-      node,
-      leases: host.leases!,
-      auth: host.sm!.auth,
-      ...(host.sequences ? { sequences: host.sequences } : {}),
-      ...(host.snowflakes ? { snowflakes: host.snowflakes } : {}),
-    });
+    // The services the node's HTTP app runs over (the cluster's UUID included), as src/node/start.ts wires both.
+    const backend = respBackendOf(host.services!);
     const counters = zeroServerCounters();
     const self = parseHostPort(respAddrOf(host.id))!;
     const trace = (level: string) => (obj: object, msg?: string) =>
