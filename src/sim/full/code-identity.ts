@@ -11,7 +11,6 @@ import { fileURLToPath } from 'node:url';
 // Import and export statements start a line (a comment or string that mentions one does not).
 const RELATIVE_IMPORT =
   /^\s*(?:import|export)\s[^'"`;]*?\bfrom\s*['"](\.{1,2}\/[^'"]+)['"]|^\s*import\s*['"](\.{1,2}\/[^'"]+)['"]/gm;
-/(?:\bimport|\bexport)\s[^'"`;]*?\bfrom\s*['"](\.{1,2}\/[^'"]+)['"]|\bimport\s*\(?\s*['"](\.{1,2}\/[^'"]+)['"]/g;
 
 /** The modules `entry` reaches through relative imports, itself included. */
 export function moduleClosure(entry: string): string[] {
