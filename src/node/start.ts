@@ -21,7 +21,7 @@ import { FloeStateMachine } from '../state/floe-state-machine.js';
 import { SequenceStateMachine } from '../state/sequences/index.js';
 import { SnowflakeKeysStateMachine } from '../state/snowflakes/snowflake-keys.js';
 import { DurableStorage } from '../storage/durable-storage.js';
-import { EtcdClusterIdentity } from '../store/etcd/etcd-cluster-identity.js';
+import { EtcdClusterIdentity, MalformedClusterUidError } from '../store/etcd/etcd-cluster-identity.js';
 import { EtcdLeaseStore } from '../store/etcd/etcd-lease-store.js';
 import { EtcdStateNode } from '../store/etcd/etcd-state-node.js';
 import { type LeaseStore, RaftLeaseStore } from '../store/lease-store.js';
@@ -160,7 +160,11 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
     store instanceof EtcdLeaseStore
       ? new EtcdClusterIdentity(store.client, `${store.keys.prefix}/cluster-uid`, {
           onKnown: (uid) => logger.info({ clusterUid: uid }, 'cluster identity known'),
-          onError: (what, err) => logger.warn({ err: String(err) }, what),
+          // A malformed key needs an operator (reported once); an etcd that does not answer is retried.
+          onError: (what, err) =>
+            err instanceof MalformedClusterUidError
+              ? logger.error({ err: err.message }, what)
+              : logger.warn({ err: String(err) }, what),
         })
       : undefined;
   etcdIdentity?.start();

@@ -3,7 +3,7 @@
 // and a Raft snapshot could wipe it. Now: created once in etcd (create-if-absent), named only once etcd answered.
 import type { Etcd3 } from 'etcd3';
 import { describe, expect, it } from 'vitest';
-import { EtcdClusterIdentity } from './etcd-cluster-identity.js';
+import { EtcdClusterIdentity, MalformedClusterUidError } from './etcd-cluster-identity.js';
 
 /** Just enough of etcd3's transaction builder: `if(key, 'Create', '==', 0).then(put).else(get).commit()`. */
 class FakeEtcd {
@@ -75,6 +75,39 @@ describe('EtcdClusterIdentity', () => {
     const a = new EtcdClusterIdentity(etcd.client(), 'k', { mint: () => (n++ === 0 ? X : Y), retryMs: 1 });
     a.start();
     expect(await known(a)).toBe(X);
+    a.close();
+  });
+
+  it('a hand-written key that holds no UUID is reported once, naming the key and what to do, and read again once fixed', async () => {
+    const etcd = new FakeEtcd();
+    etcd.kv.set('floe/cluster-uid', 'not-a-uuid');
+    const errors: Array<[string, unknown]> = [];
+    let attempts = 0;
+    const client = etcd.client();
+    const counting = {
+      ...client,
+      if: (key: string) => {
+        attempts++;
+        return client.if(key, 'Create', '==', 0);
+      },
+    } as unknown as Etcd3;
+    const a = new EtcdClusterIdentity(counting, 'floe/cluster-uid', {
+      mint: () => X,
+      retryMs: 1,
+      onError: (what, err) => errors.push([what, err]),
+    });
+    a.start();
+    for (let i = 0; i < 1000 && attempts < 5; i++) await new Promise((r) => setTimeout(r, 2));
+    expect(attempts).toBeGreaterThanOrEqual(5);
+    expect(a.uid).toBeUndefined();
+    expect(errors).toHaveLength(1);
+    expect(errors[0]![0]).toBe('cluster identity: malformed etcd key');
+    expect(errors[0]![1]).toBeInstanceOf(MalformedClusterUidError);
+    expect((errors[0]![1] as Error).message).toMatch(
+      /^etcd key floe\/cluster-uid holds "not-a-uuid", not a cluster UUID: .*delete the key/,
+    );
+    etcd.kv.set('floe/cluster-uid', Y);
+    expect(await known(a)).toBe(Y);
     a.close();
   });
 });

@@ -8,8 +8,25 @@ import { isClusterUid } from '../../state/cluster/cluster-identity.js';
  * and retries until etcd answers; the UUID is named only once etcd holds it, and never changes afterwards: no
  * state machine, no restore, nothing another path could overwrite (review of the cluster identity, findings 2 and 3).
  */
+/** The key holds something that is not a UUID (written by hand, or by another program): an operator must fix it. */
+export class MalformedClusterUidError extends Error {
+  constructor(
+    readonly key: string,
+    readonly held: string,
+  ) {
+    super(
+      `etcd key ${key} holds ${JSON.stringify(held.slice(0, 64))}, not a cluster UUID: lease calls wait until it ` +
+        'holds one (put the UUID `floe cluster uid` printed before, or delete the key so that a node mints one; ' +
+        'docs/cluster-identity.md)',
+    );
+    this.name = 'MalformedClusterUidError';
+  }
+}
+
 export class EtcdClusterIdentity {
   private current: string | undefined;
+  /** The malformed value last reported: reported again only when it changes, not at every retry. */
+  private reported: string | undefined;
   private closed = false;
   private timer: ReturnType<typeof setTimeout> | undefined;
 
@@ -42,7 +59,10 @@ export class EtcdClusterIdentity {
       this.o.onKnown?.(uid);
     } catch (err) {
       if (this.closed) return;
-      this.o.onError?.('cluster identity: etcd did not answer', err);
+      if (err instanceof MalformedClusterUidError) {
+        if (this.reported !== err.held) this.o.onError?.('cluster identity: malformed etcd key', err);
+        this.reported = err.held;
+      } else this.o.onError?.('cluster identity: etcd did not answer', err);
       this.timer = setTimeout(() => void this.attempt(), this.o.retryMs ?? 1000);
       this.timer.unref();
     }
@@ -59,9 +79,7 @@ export class EtcdClusterIdentity {
     const kv = res.responses[0]?.response_range?.kvs[0];
     const held: string | undefined = kv?.value.toString();
     if (isClusterUid(held)) return held;
-    throw new Error(
-      `etcd key ${this.key} holds ${JSON.stringify((held ?? '').slice(0, 64))}, not a cluster UUID`,
-    );
+    throw new MalformedClusterUidError(this.key, held ?? '');
   }
 
   close(): void {
