@@ -124,4 +124,24 @@ describe('review 3 of the cluster identity', () => {
     });
     expect(mine.statusCode).toBe(200);
   });
+  it('a floe-cluster header that is no UUID is refused 400 invalid_argument, not 421 (review of the RESP option, 3)', async () => {
+    const c = await identityCluster(stops);
+    await knownUid(c.state);
+    for (const bad of [
+      'prod',
+      '11111111-2222-4333-8444-55555555555',
+      '{11111111-2222-4333-8444-555555555555}',
+    ]) {
+      const res = await c.app.inject({
+        method: 'PUT',
+        url: '/v1/apps/svc/pool',
+        headers: { 'floe-cluster': bad },
+        payload: { bits: 4 },
+      });
+      expect(res.statusCode, bad).toBe(400);
+      expect(res.json()).toMatchObject({ error: 'invalid_argument' });
+      expect(res.json().message).toMatch(/floe-cluster header must be the cluster's UUID/);
+    }
+    expect(c.state.leases.pool('svc')).toBeUndefined();
+  });
 });

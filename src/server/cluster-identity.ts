@@ -148,6 +148,14 @@ export function addClusterUidHeader(
     // is another one: a redirect to a stale address must not act on the wrong cluster (review 3, finding 1). A node
     // that does not know its own yet cannot tell: it does nothing either (review 4, finding 1).
     const expected = req.headers[CLUSTER_UID_HEADER];
+    // A value that is no UUID names no cluster: a clear error, not "another cluster" (review of the RESP option, 3).
+    if (typeof expected === 'string' && !isClusterUid(expected.toLowerCase())) {
+      reply.code(400).send({
+        error: 'invalid_argument',
+        message: `the ${CLUSTER_UID_HEADER} header must be the cluster's UUID (floe cluster uid), not ${JSON.stringify(expected.slice(0, 64))}`,
+      });
+      return;
+    }
     const known = uid();
     if (typeof expected === 'string' && known !== undefined && expected.toLowerCase() !== known) {
       reply.code(421).send({

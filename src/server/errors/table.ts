@@ -43,7 +43,7 @@ export const ERROR_TABLE = {
   not_ready: {
     http: 503,
     resp: 'TRYAGAIN',
-    when: "a lease call or segment allocation reached the node that serves it before it knows the cluster's UUID (its first leader mints it; docs/cluster-identity.md), or a request naming a cluster (`floe-cluster` header, RESP `CLUSTER` option) reached a node that cannot tell yet: nothing happened, retry (`Retry-After: 1`)",
+    when: "an HTTP lease call or segment allocation reached the node that serves it before it knows the cluster's UUID (its first leader mints it; docs/cluster-identity.md), or a request naming a cluster (`floe-cluster` header; over RESP only such commands, with the `CLUSTER` option) reached a node that cannot tell yet: nothing happened, retry (`Retry-After: 1`)",
   },
   cluster_mismatch: {
     http: 421,

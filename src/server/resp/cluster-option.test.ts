@@ -121,7 +121,7 @@ describe('RESP CLUSTER option', () => {
   it('bad CLUSTER arguments get clear errors', async () => {
     const { c } = await leaderOf(OURS);
     expect(message(await c.call('WORKER.ACQUIRE', 'orders', 'host-a', 'CLUSTER', ''))).toMatch(
-      /^ERR invalid CLUSTER: must be the cluster's UUID/,
+      /^ERR invalid CLUSTER "": must be the cluster's UUID/,
     );
     expect(message(await c.call('WORKER.ACQUIRE', 'orders', 'host-a', 'CLUSTER', 'x'.repeat(65)))).toMatch(
       /^ERR invalid CLUSTER/,

@@ -173,10 +173,13 @@ export const sequenceCommands: CommandSpecInput[] = [
       const key = keyArg(args[1]);
       const n = int64Arg(args[2]);
       if (n <= 0n || n > 2_147_483_647n) throw new RespError('ERR count must be in [1, 2147483647]');
-      if (args.length > 3) {
-        if (args.length !== 5 || lower(args[3]) !== 'cluster') throw errors.syntax();
-        checkNamedCluster(ctx, args[4]);
+      // Options repeat with the last value winning, as everywhere (review of the CLUSTER option, 4).
+      let cluster: Buffer | undefined;
+      for (let i = 3; i < args.length; i += 2) {
+        if (lower(args[i]) !== 'cluster' || i + 1 >= args.length) throw errors.syntax();
+        cluster = args[i + 1];
       }
+      checkNamedCluster(ctx, cluster);
       authorize(ctx, key, 'issue');
       const r = await backendOf(ctx).alloc(key, Number(n));
       return R.array([R.int(r.start), R.int(r.end)]);
