@@ -100,3 +100,36 @@ export class MemberNotCaughtUpError extends Error {
     this.memberId = memberId;
   }
 }
+
+/**
+ * The strict reconfiguration check refused `removeMember` (like etcd's `--strict-reconfig-check`):
+ * after the removal, fewer than a quorum of the voters that would remain are known to be active
+ * (the leader itself, and voters that answered the leader within the last election timeout), so
+ * the cluster could not elect a leader or commit anything until one of them came back. Nothing was
+ * proposed. Start or repair the inactive voters first, remove an inactive voter instead, or pass
+ * `force` if they are known to come back.
+ */
+export class UnsafeRemovalError extends Error {
+  readonly memberId: number;
+  /** The voters the removal would leave. */
+  readonly remaining: readonly number[];
+  /** Those of `remaining` known to be active. */
+  readonly active: readonly number[];
+  /** How many of `remaining` a quorum needs. */
+  readonly quorum: number;
+  constructor(memberId: number, remaining: readonly number[], active: readonly number[], quorum: number) {
+    const inactive = remaining.filter((id) => !active.includes(id));
+    super(
+      `removing voter ${memberId} would leave voters [${remaining.join(', ')}], of which ${active.length} ` +
+        `${active.length === 1 ? 'is' : 'are'} known active ([${active.join(', ')}]; not answering the leader: ` +
+        `[${inactive.join(', ')}]), and a quorum of them needs ${quorum}: the cluster could not elect a leader or ` +
+        'commit until enough of them answer again. Start or repair the inactive voters first, or remove an ' +
+        'inactive one instead; force the removal only if they are known to come back',
+    );
+    this.name = 'UnsafeRemovalError';
+    this.memberId = memberId;
+    this.remaining = remaining;
+    this.active = active;
+    this.quorum = quorum;
+  }
+}

@@ -29,6 +29,7 @@ import {
   ProposalOutcomeUnknownError,
   ProposalTimeoutError,
   ReadTimeoutError,
+  UnsafeRemovalError,
 } from './errors.js';
 import {
   decodeMemberContext,
@@ -59,6 +60,15 @@ const silentLogger: NodeLogger = { info() {}, warn() {}, error() {} };
 
 /** How often (monotonic ms, checked from the tick) the node runs its storage's lock watchdog. */
 const LOCK_CHECK_MS = 1000;
+
+/** Options of `FloeNode.removeMember`. */
+export interface RemoveMemberOptions {
+  /**
+   * Skip the strict reconfiguration check: remove the voter even though too few of the voters that
+   * remain are known active to form a quorum (they are known to come back). Default false.
+   */
+  force?: boolean;
+}
 
 export interface FloeNodeOptions<R> {
   id: NodeId;
@@ -482,8 +492,71 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     });
   }
 
-  async removeMember(id: NodeId): Promise<void> {
+  /**
+   * Removes a member (a voter or a learner). Unless `force` is set, the removal of a voter is first
+   * put to the strict reconfiguration check (see `whenSafeToRemove`): it fails with
+   * UnsafeRemovalError, proposing nothing, when too few of the voters that would remain are known
+   * active to form a quorum of the new configuration.
+   */
+  async removeMember(id: NodeId, options: RemoveMemberOptions = {}): Promise<void> {
+    if (!options.force) await this.whenSafeToRemove(id);
     await this.proposeConf({ type: 'remove', nodeId: id });
+  }
+
+  /**
+   * The strict reconfiguration check (like etcd's `--strict-reconfig-check`), run on the leader
+   * before it proposes the removal of voter `id`: after the removal, at least a quorum of the
+   * voters that remain must be known active, so the new configuration can still elect and commit.
+   * Active: the leader itself, and a voter the leader's progress tracker marks `recentActive` (it
+   * answered within the current check-quorum round). The core clears that mark at the start of every
+   * round (one election timeout) and a healthy voter sets it again within a heartbeat, and a new
+   * leader knows of no answer yet: so a shortfall is waited out for one round and a heartbeat, and
+   * only then refused. A voter that answers but is far behind counts as active: it catches up
+   * (by appends or a snapshot) since it answers; commits may wait for it meanwhile, elections do not.
+   * Nothing to check (resolves at once) for a learner, a non-member, the last voter (the core
+   * refuses that), or on a follower (the proposal fails with NotLeaderError).
+   */
+  private whenSafeToRemove(id: NodeId): Promise<void> {
+    if (this.stoppedReason) return Promise.reject(new NodeStoppedError(this.stoppedReason));
+    if (this.removalShortfall(id) === undefined) return Promise.resolve();
+    const waitMs = (this.opts.electionTicks + this.opts.heartbeatTicks) * this.opts.tickMs;
+    return new Promise<void>((resolve, reject) => {
+      const done = (err?: Error) => {
+        this.progressWaiters.delete(check);
+        this.timers.clearTimeout(timer);
+        if (err) reject(err);
+        else resolve();
+      };
+      const check = () => {
+        if (this.stoppedReason) return done(new NodeStoppedError(this.stoppedReason));
+        if (this.raw.role !== 'leader') return done(new NotLeaderError(this.id, this.leaderHint()));
+        if (this.removalShortfall(id) === undefined) done();
+      };
+      const timer = this.timers.setTimeout(() => {
+        const short = this.removalShortfall(id);
+        if (short === undefined) return done();
+        done(new UnsafeRemovalError(id, short.remaining, short.active, short.quorum));
+      }, waitMs);
+      this.progressWaiters.add(check);
+    });
+  }
+
+  /**
+   * Why removing voter `id` now would leave no active quorum: the voters that would remain, those
+   * of them known active (sorted), and the quorum they need. Undefined when the removal is safe or
+   * there is nothing to check (not the leader, not a voter, the last voter).
+   */
+  private removalShortfall(
+    id: NodeId,
+  ): { remaining: NodeId[]; active: NodeId[]; quorum: number } | undefined {
+    const st = this.raw.status();
+    if (st.role !== 'leader') return undefined;
+    if (!st.conf.voters.includes(id)) return undefined;
+    const remaining = st.conf.voters.filter((v) => v !== id);
+    if (remaining.length === 0) return undefined;
+    const active = remaining.filter((v) => v === this.id || st.progress?.[v]?.recentActive === true);
+    const quorum = Math.floor(remaining.length / 2) + 1;
+    return active.length >= quorum ? undefined : { remaining, active, quorum };
   }
 
   /**

@@ -2,7 +2,7 @@ import { Command } from 'commander';
 import { ConfigError, parseHostPort } from '../../node/config.js';
 import { adminFetch, endpointUrl, sameScheme } from '../admin-http.js';
 import type { CliIO } from '../io.js';
-import { parseIntOption, UsageError } from '../io.js';
+import { CommandFailedError, parseIntOption, UsageError } from '../io.js';
 
 interface ClusterView {
   id: number;
@@ -17,6 +17,17 @@ interface ClusterView {
 }
 
 const DEFAULT_ENDPOINT = '127.0.0.1:7380';
+
+/** The node answered an error: its status and stable code (docs/errors.md), for commands that explain one. */
+class ApiError extends UsageError {
+  constructor(
+    message: string,
+    readonly status: number,
+    readonly code: string | undefined,
+  ) {
+    super(message);
+  }
+}
 
 /** Calls a node's HTTP admin API; follows 307 redirects to the leader; errors name the endpoint. */
 async function call<T>(
@@ -54,8 +65,12 @@ async function call<T>(
     parsed = text;
   }
   if (!res.ok) {
-    const msg = (parsed as { message?: string })?.message ?? text;
-    throw new UsageError(`${method} ${path} on ${endpoint} failed (${res.status}): ${msg}`);
+    const { message, error } = (parsed ?? {}) as { message?: string; error?: unknown };
+    throw new ApiError(
+      `${method} ${path} on ${endpoint} failed (${res.status}): ${message ?? text}`,
+      res.status,
+      typeof error === 'string' ? error : undefined,
+    );
   }
   return parsed as T;
 }
@@ -142,13 +157,29 @@ export function clusterCommand(io: CliIO): Command {
 
   cluster
     .command('remove')
-    .description('remove a member (a removed leader steps down)')
+    .description(
+      'remove a member (a removed leader steps down); refused when the voters left that answer the leader would not be a quorum',
+    )
     .argument('<id>', 'member id')
     .option('--endpoint <host:port>', 'any member’s HTTP address', DEFAULT_ENDPOINT)
+    .option(
+      '--force',
+      'skip the strict reconfiguration check: remove the voter even though the remaining voters that answer are not a quorum',
+    )
     .option('--json', 'print JSON')
-    .action(async (id: string, opts: { endpoint: string; json?: boolean }) => {
+    .action(async (id: string, opts: { endpoint: string; force?: boolean; json?: boolean }) => {
       const memberId = parseIntOption('<id>', id, 1, Number.MAX_SAFE_INTEGER);
-      const v = await call<ClusterView>(opts.endpoint, 'DELETE', `/v1/members/${memberId}`);
+      const path = `/v1/members/${memberId}${opts.force ? '?force=true' : ''}`;
+      let v: ClusterView;
+      try {
+        v = await call<ClusterView>(opts.endpoint, 'DELETE', path);
+      } catch (err) {
+        if (err instanceof ApiError && err.code === 'unsafe_removal')
+          throw new CommandFailedError(
+            `${err.message}; to remove it anyway: floe cluster remove ${memberId} --force`,
+          );
+        throw err;
+      }
       if (opts.json) io.out(`${JSON.stringify(v)}\n`);
       else printStatus(io, v);
     });

@@ -92,6 +92,10 @@ export const ERROR_TABLE = {
     resp: 'ERR',
     when: 'adding a member that is already a voter, removing a non-member or the last voter',
   },
+  unsafe_removal: {
+    http: 409,
+    when: 'DELETE /v1/members/:id: too few of the voters that would remain are active (answering the leader) to form a quorum of the new membership, so the cluster could not elect or commit; nothing was proposed. The body lists `remaining`, `active` and `quorum`; start or repair the inactive voters, or remove one of them instead, or pass `?force=true` (CLI `--force`)',
+  },
   conf_change_pending: {
     http: 409,
     resp: 'ERR',

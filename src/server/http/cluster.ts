@@ -4,7 +4,7 @@
 import { createHmac } from 'node:crypto';
 import type { FastifyPluginAsync } from 'fastify';
 import { hostPortProblem } from '../../net/host-port.js';
-import { NotLeaderError } from '../../node/errors.js';
+import { NotLeaderError, UnsafeRemovalError } from '../../node/errors.js';
 import type { FloeNode } from '../../node/node.js';
 import { allocProof, REMOTE_ALLOC_PATH } from '../../sequences/remote-alloc.js';
 import {
@@ -14,6 +14,7 @@ import {
   type SequenceResult,
 } from '../../state/sequences/index.js';
 import { clusterView } from '../dashboard/cluster-view.js';
+import { httpStatusOf } from '../errors/table.js';
 import { strictPositiveInt } from '../http-hardening.js';
 import { clusterUidProof, safeEqual } from '../member-auth.js';
 import type { RouteHelpers } from './auth.js';
@@ -264,16 +265,29 @@ export const clusterPlugin: FastifyPluginAsync<ClusterPluginOptions> = async (
     },
   );
 
-  app.delete<{ Params: { id: string } }>(
+  app.delete<{ Params: { id: string }; Querystring: { force?: string } }>(
     '/v1/members/:id',
     {
       schema: {
         tags: ['cluster'],
-        summary: 'Remove a member; needs admin on *',
+        summary:
+          'Remove a member; needs admin on *. Refused (409 unsafe_removal) when too few of the voters that would remain are active to form a quorum, unless ?force=true',
         params: obj({ id: memberId }, ['id']),
+        querystring: obj({
+          force: {
+            type: 'string',
+            enum: ['true', 'false'],
+            description:
+              '`true`: skip the strict reconfiguration check (remove the voter even though the remaining voters known active are not a quorum)',
+          },
+        }),
         response: { 200: clusterViewRef, ...memberErrors },
       },
-      config: { badInput: { messages: { id: 'member id must be a positive integer' } } },
+      config: {
+        badInput: {
+          messages: { id: 'member id must be a positive integer', force: 'force must be true or false' },
+        },
+      },
     },
     async (req, reply) => {
       const id = strictPositiveInt(req.params.id) ?? -1;
@@ -282,9 +296,17 @@ export const clusterPlugin: FastifyPluginAsync<ClusterPluginOptions> = async (
           .code(400)
           .send({ error: 'bad_request', message: 'member id must be a positive integer' });
       try {
-        await node.removeMember(id);
+        await node.removeMember(id, { force: req.query.force === 'true' });
         return view();
       } catch (err) {
+        if (err instanceof UnsafeRemovalError)
+          return reply.code(httpStatusOf('unsafe_removal')).send({
+            error: 'unsafe_removal',
+            message: `${err.message} (\`?force=true\`)`,
+            remaining: err.remaining,
+            active: err.active,
+            quorum: err.quorum,
+          });
         return fail(reply, err, req.url);
       }
     },

@@ -510,6 +510,12 @@ export interface SimConfig {
    * built-in clock is; a node's power loss reboots its machine. Stream `config-late7-sysmono` (`drawMachineMonotonic`).
    */
   machineMonotonic?: boolean;
+  /**
+   * Tests only (never drawn): how the membership fault removes a voter. `failedFirst`: the order before FS-20's
+   * harness fix (a member that failed otherwise before one with corrupt data); `force`: `removeMember(id, { force:
+   * true })`, skipping the node's strict reconfiguration check. Absent: corrupt data first, the check on.
+   */
+  removal?: { failedFirst?: boolean; force?: boolean };
 }
 
 export interface ConfigOverrides {
@@ -539,6 +545,8 @@ export interface ConfigOverrides {
   defaults?: 'on' | 'off' | 'drawn';
   /** Force the machine's system-wide monotonic clock on (true) or off (false); absent: drawn. */
   machineMonotonic?: boolean;
+  /** Tests only: the membership fault's removal policy (SimConfig.removal); absent: the default. */
+  removal?: { failedFirst?: boolean; force?: boolean };
 }
 
 export const COARSE_LAYOUT: Layout = defineLayout({
@@ -792,6 +800,7 @@ export function drawConfig(seed: number, profileName: string, o: ConfigOverrides
   drawHostile(seed, p.name, o, cfg);
   const out = drawProductionDefaults(seed, o, p.coarseLeases ? drawCoarse(seed, p, cfg) : cfg);
   if (o.machineMonotonic ?? drawMachineMonotonic(seed)) out.machineMonotonic = true;
+  if (o.removal) out.removal = { ...o.removal };
   return out;
 }
 

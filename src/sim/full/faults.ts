@@ -2,6 +2,7 @@
 // (weighted), applies it, and schedules its end. Everything it draws comes from its own PRNG
 // stream, so adding a fault kind does not reshuffle the workload.
 
+import { UnsafeRemovalError } from '../../node/errors.js';
 import type { NodeId } from '../../raft/types.js';
 import type { Prng } from '../prng.js';
 import {
@@ -50,6 +51,11 @@ export interface FaultStats {
   writeFlips: number;
   /** Starts refused because of such a flip (each explained by a flip in the very file and frame it names). */
   writeFlipRefusals: number;
+  /**
+   * Removals the leader refused (UnsafeRemovalError, the strict reconfiguration check): too few of the voters that
+   * would remain were answering. A normal outcome, as for an operator: the step is tried again later.
+   */
+  unsafeRemovalsRefused: number;
 }
 
 export class FaultDirector {
@@ -59,6 +65,7 @@ export class FaultDirector {
     promotedEmpty: 0,
     writeFlips: 0,
     writeFlipRefusals: 0,
+    unsafeRemovalsRefused: 0,
   };
   /** Ends the write-flip window in force (at most one disk at a time). */
   private writeFlipEpoch = 0;
@@ -767,24 +774,33 @@ export class FaultDirector {
       return false;
     }
     // Corrupt data first: a member that failed for another reason (an fsync EIO) starts again on a reboot, while the
-    // corrupt one never will, and removing the other would leave it in a majority of two (swarm seed 1410929).
+    // corrupt one never will, and removing the other would leave it in a majority of two (swarm seed 1410929; the
+    // leader now refuses that removal itself: the strict reconfiguration check). `removal.failedFirst` (tests only)
+    // is the order before that fix.
+    const corrupt = victims.filter((h) => h.corrupted || /corrupt/i.test(h.lastError ?? ''));
+    const failed = victims.filter((h) => h.state === 'failed');
     const first = [
-      victims.filter((h) => h.corrupted || /corrupt/i.test(h.lastError ?? '')),
-      victims.filter((h) => h.state === 'failed'),
+      ...(c.cfg.removal?.failedFirst ? [failed, corrupt] : [corrupt, failed]),
       victims.filter((h) => h.diskFaulted),
       victims,
     ].find((l) => l.length > 0) as NodeHost[];
     const v = this.rng.pick(first);
-    this.trace(`n${lead.id} removes n${v.id}`);
+    const force = c.cfg.removal?.force === true;
+    this.trace(`n${lead.id} removes n${v.id}${force ? ' (force)' : ''}`);
     sched.after(0, lead.proc, 'remove-member', () => {
-      node.removeMember(v.id).then(
+      node.removeMember(v.id, force ? { force } : undefined).then(
         () => {
           // Retired: the machine is switched off (it stops itself if it applied its removal).
           v.removed = true;
           if (v.proc?.alive) v.crash('process');
           done(`remove n${v.id}`)();
         },
-        done(`remove n${v.id}`),
+        (err: unknown) => {
+          // Refused by the strict reconfiguration check: nothing was proposed, the member stays (an operator starts
+          // or repairs the inactive voters first); the next membership step tries again.
+          if (err instanceof UnsafeRemovalError) this.stats.unsafeRemovalsRefused++;
+          done(`remove n${v.id}`)(err);
+        },
       );
     });
     return true;

@@ -127,4 +127,39 @@ describe('full-stack simulation', () => {
     const r = await runFullSim({ seed: 1410929, profile: 'swarm' });
     expect(r.failure, r.failure?.detail).toBeUndefined();
   });
+
+  // FS-20 in production: with the harness's order before its fix (a member that failed otherwise first), n1 asks to
+  // remove n2 while n3's data is corrupt. The leader's strict reconfiguration check now refuses it (voters {n1, n3}
+  // would have one active member of the two a quorum needs): nothing is proposed and the cluster stays live. Forced
+  // past the check, the removal commits and the run fails liveness as FS-20 did on 13bb44d.
+  it('the leader refuses to remove a healthy voter while another is corrupt, and the cluster stays live (FS-20, 1410929)', {
+    timeout: 120_000,
+  }, async () => {
+    const lines: string[] = [];
+    const refused = await runFullSim({
+      seed: 1410929,
+      profile: 'swarm',
+      removal: { failedFirst: true },
+      verbose: (l) => lines.push(l),
+    });
+    expect(refused.failure, refused.failure?.detail).toBeUndefined();
+    expect(refused.stats.faults.unsafeRemovalsRefused).toBe(1);
+    expect(lines.some((l) => /fault: n1 removes n2$/.test(l))).toBe(true);
+    expect(
+      lines.some((l) =>
+        /fault: remove n2: UnsafeRemovalError: removing voter 2 would leave voters \[1, 3\], of which 1 is known active/.test(
+          l,
+        ),
+      ),
+    ).toBe(true);
+    const forced = await runFullSim({
+      seed: 1410929,
+      profile: 'swarm',
+      removal: { failedFirst: true, force: true },
+    });
+    expect(forced.failure?.kind).toBe('liveness');
+    expect(forced.failure?.detail).toMatch(
+      /0 leaders among running nodes.*n2:halted\(removed from the cluster\).*n3:failed\(WalCorruptionError/,
+    );
+  });
 });

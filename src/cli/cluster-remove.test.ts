@@ -1,0 +1,82 @@
+// `floe cluster remove`: the strict reconfiguration check's refusal (409 unsafe_removal) is explained,
+// and `--force` asks the node to skip it. Against a stub HTTP server on 127.0.0.1 (what the node
+// answers is tested in src/server/http/cluster-remove.test.ts).
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { runCli } from './program.js';
+
+let server: Server | undefined;
+afterEach(async () => {
+  await new Promise<void>((r) => (server ? server.close(() => r()) : r()));
+  server = undefined;
+});
+
+const view = {
+  id: 1,
+  cluster: null,
+  role: 'leader',
+  leader: 1,
+  term: 2,
+  commit: 9,
+  applied: 9,
+  members: [{ id: 1, peerAddr: '127.0.0.1:7001', httpAddr: null, role: 'leader', match: 9 }],
+};
+
+/** A node that refuses the removal unless forced; records what it was asked. */
+async function stubNode(asked: string[]): Promise<string> {
+  server = createServer((req, res) => {
+    asked.push(`${req.method} ${req.url}`);
+    res.setHeader('content-type', 'application/json');
+    if (req.url?.endsWith('?force=true')) return res.end(JSON.stringify(view));
+    res.statusCode = 409;
+    res.end(
+      JSON.stringify({
+        error: 'unsafe_removal',
+        message: 'removing voter 2 would leave voters [1, 3], of which 1 is known active',
+        remaining: [1, 3],
+        active: [1],
+        quorum: 2,
+      }),
+    );
+  });
+  await new Promise<void>((r) => server!.listen(0, '127.0.0.1', () => r()));
+  return `127.0.0.1:${(server!.address() as AddressInfo).port}`;
+}
+
+async function run(...argv: string[]) {
+  let stdout = '';
+  let stderr = '';
+  const code = await runCli(argv, {
+    out: (s) => {
+      stdout += s;
+    },
+    err: (s) => {
+      stderr += s;
+    },
+    env: {},
+  });
+  return { code, stdout, stderr };
+}
+
+describe('floe cluster remove', () => {
+  it('reports a refused unsafe removal with how to force it, exit 1', async () => {
+    const asked: string[] = [];
+    const endpoint = await stubNode(asked);
+    const r = await run('cluster', 'remove', '2', '--endpoint', endpoint);
+    expect(asked).toEqual(['DELETE /v1/members/2']);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(/failed \(409\): removing voter 2 would leave voters \[1, 3\]/);
+    expect(r.stderr).toMatch(/to remove it anyway: floe cluster remove 2 --force\n$/);
+  });
+
+  it('--force asks the node to skip the check', async () => {
+    const asked: string[] = [];
+    const endpoint = await stubNode(asked);
+    const r = await run('cluster', 'remove', '2', '--force', '--endpoint', endpoint, '--json');
+    expect(asked).toEqual(['DELETE /v1/members/2?force=true']);
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ id: 1, leader: 1 });
+  });
+});
