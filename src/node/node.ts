@@ -520,25 +520,14 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     if (this.stoppedReason) return Promise.reject(new NodeStoppedError(this.stoppedReason));
     if (this.removalShortfall(id) === undefined) return Promise.resolve();
     const waitMs = (this.opts.electionTicks + this.opts.heartbeatTicks) * this.opts.tickMs;
-    return new Promise<void>((resolve, reject) => {
-      const done = (err?: Error) => {
-        this.progressWaiters.delete(check);
-        this.timers.clearTimeout(timer);
-        if (err) reject(err);
-        else resolve();
-      };
-      const check = () => {
-        if (this.stoppedReason) return done(new NodeStoppedError(this.stoppedReason));
-        if (this.raw.role !== 'leader') return done(new NotLeaderError(this.id, this.leaderHint()));
-        if (this.removalShortfall(id) === undefined) done();
-      };
-      const timer = this.timers.setTimeout(() => {
+    return this.whileLeading(
+      () => this.removalShortfall(id) === undefined,
+      waitMs,
+      () => {
         const short = this.removalShortfall(id);
-        if (short === undefined) return done();
-        done(new UnsafeRemovalError(id, short.remaining, short.active, short.quorum));
-      }, waitMs);
-      this.progressWaiters.add(check);
-    });
+        return short && new UnsafeRemovalError(id, short.remaining, short.active, short.quorum);
+      },
+    );
   }
 
   /**
@@ -572,6 +561,35 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     if (this.stoppedReason) return Promise.reject(new NodeStoppedError(this.stoppedReason));
     if (this.raw.role !== 'leader') return Promise.reject(new NotLeaderError(this.id, this.leaderHint()));
     const target = this.raw.status().commit;
+    return this.whileLeading(
+      () => {
+        const st = this.raw.status();
+        const pr = st.progress?.[id];
+        return pr?.recentActive === true && pr.match >= target && pr.match + slack >= st.lastIndex;
+      },
+      timeoutMs,
+      () => {
+        const pr = this.raw.status().progress?.[id];
+        return new MemberNotCaughtUpError(
+          id,
+          `within ${timeoutMs} ms it did not acknowledge the log up to the leader's commit index ${target} ` +
+            `(match ${pr?.match ?? 0}${pr && !pr.recentActive ? ', not answering' : ''}); start it or repair its ` +
+            'link and add it again, or remove it',
+        );
+      },
+    );
+  }
+
+  /**
+   * Resolves once `ready()` holds, checked now and after every message stepped, tick and Ready handled; rejects
+   * with NotLeaderError once this node stops leading, NodeStoppedError once it stops, and after `timeoutMs` with
+   * what `expired()` returns (resolves when it returns undefined).
+   */
+  private whileLeading(
+    ready: () => boolean,
+    timeoutMs: number,
+    expired: () => Error | undefined,
+  ): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       const done = (err?: Error) => {
         this.progressWaiters.delete(check);
@@ -581,22 +599,10 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
       };
       const check = () => {
         if (this.stoppedReason) return done(new NodeStoppedError(this.stoppedReason));
-        const st = this.raw.status();
-        if (st.role !== 'leader') return done(new NotLeaderError(this.id, this.leaderHint()));
-        const pr = st.progress?.[id];
-        if (pr?.recentActive && pr.match >= target && pr.match + slack >= st.lastIndex) done();
+        if (this.raw.role !== 'leader') return done(new NotLeaderError(this.id, this.leaderHint()));
+        if (ready()) done();
       };
-      const timer = this.timers.setTimeout(() => {
-        const pr = this.raw.status().progress?.[id];
-        done(
-          new MemberNotCaughtUpError(
-            id,
-            `within ${timeoutMs} ms it did not acknowledge the log up to the leader's commit index ${target} ` +
-              `(match ${pr?.match ?? 0}${pr && !pr.recentActive ? ', not answering' : ''}); start it or repair its ` +
-              'link and add it again, or remove it',
-          ),
-        );
-      }, timeoutMs);
+      const timer = this.timers.setTimeout(() => done(expired()), timeoutMs);
       this.progressWaiters.add(check);
       check();
     });
