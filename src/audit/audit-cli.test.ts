@@ -6,26 +6,13 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runCli } from '../cli/program.js';
+import { runCaptured } from '../cli/run-captured.js';
 import { type ClickHouseProcess, clickhouseServerAvailable, startClickHouse } from './clickhouse-process.js';
 import { ClickHouseAuditSink } from './clickhouse-sink.js';
 import { createAuditPipeline } from './pipeline.js';
 import { listSpillFiles, SpillStore } from './spill.js';
 
-async function run(...argv: string[]) {
-  let stdout = '';
-  let stderr = '';
-  const code = await runCli(argv, {
-    out: (s) => {
-      stdout += s;
-    },
-    err: (s) => {
-      stderr += s;
-    },
-    env: {},
-  });
-  return { code, stdout, stderr };
-}
+const run = (...argv: string[]) => runCaptured(argv);
 
 describe('floe audit (usage errors, no server needed)', () => {
   it('refuses a bad URL, database name or batch size with exit code 2', async () => {

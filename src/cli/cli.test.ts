@@ -2,25 +2,11 @@ import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { decode, PRESETS, ShortCodec } from '../id/index.js';
-import { runCli } from './program.js';
+import { runCaptured } from './run-captured.js';
 
 const MAIN = fileURLToPath(new URL('./main.ts', import.meta.url));
 
-/** Run the CLI in-process, capturing output. */
-async function run(...argv: string[]) {
-  let stdout = '';
-  let stderr = '';
-  const code = await runCli(argv, {
-    out: (s) => {
-      stdout += s;
-    },
-    err: (s) => {
-      stderr += s;
-    },
-    env: {},
-  });
-  return { code, stdout, stderr };
-}
+const run = (...argv: string[]) => runCaptured(argv);
 
 /** Run the real entry point in a child process (node + tsx, as `npx tsx src/cli/main.ts` does). */
 function spawnCli(...argv: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {

@@ -4,7 +4,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { runCli } from './program.js';
+import { runCaptured } from './run-captured.js';
 
 let server: Server | undefined;
 afterEach(async () => {
@@ -44,20 +44,7 @@ async function stubNode(asked: string[]): Promise<string> {
   return `127.0.0.1:${(server!.address() as AddressInfo).port}`;
 }
 
-async function run(...argv: string[]) {
-  let stdout = '';
-  let stderr = '';
-  const code = await runCli(argv, {
-    out: (s) => {
-      stdout += s;
-    },
-    err: (s) => {
-      stderr += s;
-    },
-    env: {},
-  });
-  return { code, stdout, stderr };
-}
+const run = (...argv: string[]) => runCaptured(argv);
 
 describe('floe cluster remove', () => {
   it('reports a refused unsafe removal with how to force it, exit 1', async () => {

@@ -1,21 +1,8 @@
 import { createServer } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { runCli } from './program.js';
+import { runCaptured } from './run-captured.js';
 
-async function run(env: Record<string, string>, ...argv: string[]) {
-  let stdout = '';
-  let stderr = '';
-  const code = await runCli(argv, {
-    out: (s) => {
-      stdout += s;
-    },
-    err: (s) => {
-      stderr += s;
-    },
-    env,
-  });
-  return { code, stdout, stderr };
-}
+const run = (env: Record<string, string>, ...argv: string[]) => runCaptured(argv, env);
 
 /** A port nothing listens on (listen on 0, read it, close). */
 async function closedPort(): Promise<number> {

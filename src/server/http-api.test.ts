@@ -1,9 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
-import { leaseNodeOf } from '../lease/floe-node-adapter.js';
-import { LeaseService } from '../lease/lease-service.js';
 import { addressProof, startHttpAdmin } from './http-admin.js';
-import { memorySingleNode } from './test-node.js';
+import { singleNodeWithApp } from './test-node.js';
 
 const SECRET = 'http-api-test-secret-0123456789';
 let stop: (() => Promise<void>) | undefined;
@@ -15,24 +13,18 @@ afterEach(async () => {
 
 /** One in-process node (memory storage and network) with the real HTTP API on a free port. */
 async function singleNode(): Promise<{ base: string; app: FastifyInstance; lastIndex: () => number }> {
-  const { node, state } = memorySingleNode();
-  const leases = new LeaseService({ node: leaseNodeOf(node), state: state.leases });
-  const app = await startHttpAdmin({
-    node,
-    kv: state.kv,
-    services: { node, leases, auth: state.auth },
-    clusterSecret: SECRET,
-    host: '127.0.0.1',
-    port: 0,
-  });
-  node.start();
-  await node.waitForLeader();
-  await leases.whenReady();
-  stop = async () => {
-    leases.close();
-    await node.stop('test over');
-    await app.close();
-  };
+  const s = await singleNodeWithApp(({ node, state, leases }) =>
+    startHttpAdmin({
+      node,
+      kv: state.kv,
+      services: { node, leases, auth: state.auth },
+      clusterSecret: SECRET,
+      host: '127.0.0.1',
+      port: 0,
+    }),
+  );
+  const { node, app } = s;
+  stop = s.stop;
   const addr = app.server.address();
   if (!addr || typeof addr === 'string') throw new Error('no address');
   return { base: `http://127.0.0.1:${addr.port}`, app, lastIndex: () => node.status().lastIndex };

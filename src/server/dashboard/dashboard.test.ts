@@ -1,13 +1,11 @@
 import type { FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
-import { leaseNodeOf } from '../../lease/floe-node-adapter.js';
-import { LeaseService } from '../../lease/lease-service.js';
 import type { FloeStateMachine } from '../../state/floe-state-machine.js';
 import { buildCreate, encodeSequenceCommand } from '../../state/sequences/codec.js';
 import type { SequenceCommand } from '../../state/sequences/types.js';
 import { startHttpAdmin } from '../http-admin.js';
 import { NodeMetrics } from '../metrics.js';
-import { memorySingleNode } from '../test-node.js';
+import { singleNodeWithApp } from '../test-node.js';
 import type { DashboardSnapshot } from './index.js';
 
 let stop: (() => Promise<void>) | undefined;
@@ -17,32 +15,26 @@ afterEach(async () => {
 });
 
 async function singleNode(): Promise<{ base: string; app: FastifyInstance; state: FloeStateMachine }> {
-  const { node, state } = memorySingleNode();
-  const leases = new LeaseService({ node: leaseNodeOf(node), state: state.leases });
-  const metrics = new NodeMetrics({
-    node,
-    defaultMetrics: false,
-    leases: state.leases,
-    leaseService: leases,
-    sequences: state.sequences,
+  const s = await singleNodeWithApp(({ node, state, leases }) => {
+    const metrics = new NodeMetrics({
+      node,
+      defaultMetrics: false,
+      leases: state.leases,
+      leaseService: leases,
+      sequences: state.sequences,
+    });
+    return startHttpAdmin({
+      node,
+      kv: state.kv,
+      services: { node, leases, auth: state.auth },
+      metrics,
+      host: '127.0.0.1',
+      port: 0,
+      dashboard: { intervalMs: 50 },
+    });
   });
-  const app = await startHttpAdmin({
-    node,
-    kv: state.kv,
-    services: { node, leases, auth: state.auth },
-    metrics,
-    host: '127.0.0.1',
-    port: 0,
-    dashboard: { intervalMs: 50 },
-  });
-  node.start();
-  await node.waitForLeader();
-  await leases.whenReady();
-  stop = async () => {
-    leases.close();
-    await node.stop('test over');
-    await app.close();
-  };
+  const { state, app } = s;
+  stop = s.stop;
   const addr = app.server.address();
   if (!addr || typeof addr === 'string') throw new Error('no address');
   return { base: `http://127.0.0.1:${addr.port}`, app, state };

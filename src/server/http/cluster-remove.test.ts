@@ -4,12 +4,10 @@
 // node's removeMember is replaced to see what the route asks of it. Built with buildHttpAdmin and
 // driven with inject() (no port).
 import { afterEach, describe, expect, it } from 'vitest';
-import { leaseNodeOf } from '../../lease/floe-node-adapter.js';
-import { LeaseService } from '../../lease/lease-service.js';
 import { UnsafeRemovalError } from '../../node/errors.js';
 import type { RemoveMemberOptions } from '../../node/node.js';
 import { buildHttpAdmin } from '../http-admin.js';
-import { memorySingleNode } from '../test-node.js';
+import { singleNodeWithApp } from '../test-node.js';
 
 let stop: (() => Promise<void>) | undefined;
 afterEach(async () => {
@@ -18,28 +16,22 @@ afterEach(async () => {
 });
 
 async function app() {
-  const { node, state } = memorySingleNode();
   const asked: [number, RemoveMemberOptions | undefined][] = [];
-  node.removeMember = async (id, options) => {
-    asked.push([id, options]);
-    if (!options?.force) throw new UnsafeRemovalError(id, [1, 3], [1], 2);
-  };
-  const leases = new LeaseService({ node: leaseNodeOf(node), state: state.leases });
-  const a = await buildHttpAdmin({
-    node,
-    kv: state.kv,
-    services: { node, leases, auth: state.auth },
-    defaultMetrics: false,
-    dashboard: false,
+  const s = await singleNodeWithApp(({ node, state, leases }) => {
+    node.removeMember = async (id, options) => {
+      asked.push([id, options]);
+      if (!options?.force) throw new UnsafeRemovalError(id, [1, 3], [1], 2);
+    };
+    return buildHttpAdmin({
+      node,
+      kv: state.kv,
+      services: { node, leases, auth: state.auth },
+      defaultMetrics: false,
+      dashboard: false,
+    });
   });
-  node.start();
-  await node.waitForLeader();
-  await leases.whenReady();
-  stop = async () => {
-    leases.close();
-    await node.stop('test over');
-    await a.close();
-  };
+  const a = s.app;
+  stop = s.stop;
   const del = async (url: string) => {
     const res = await a.inject({ method: 'DELETE', url });
     return { status: res.statusCode, body: res.json() as Record<string, unknown> };

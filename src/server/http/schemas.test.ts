@@ -3,10 +3,8 @@
 // Built with buildHttpAdmin and driven with inject() (no port).
 import type { FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
-import { leaseNodeOf } from '../../lease/floe-node-adapter.js';
-import { LeaseService } from '../../lease/lease-service.js';
 import { buildHttpAdmin } from '../http-admin.js';
-import { memorySingleNode } from '../test-node.js';
+import { singleNodeWithApp } from '../test-node.js';
 
 let stop: (() => Promise<void>) | undefined;
 afterEach(async () => {
@@ -15,23 +13,17 @@ afterEach(async () => {
 });
 
 async function node(): Promise<{ app: FastifyInstance; lastIndex: () => number }> {
-  const { node, state } = memorySingleNode();
-  const leases = new LeaseService({ node: leaseNodeOf(node), state: state.leases });
-  const app = await buildHttpAdmin({
-    node,
-    kv: state.kv,
-    services: { node, leases, auth: state.auth },
-    defaultMetrics: false,
-    dashboard: false,
-  });
-  node.start();
-  await node.waitForLeader();
-  await leases.whenReady();
-  stop = async () => {
-    leases.close();
-    await node.stop('test over');
-    await app.close();
-  };
+  const s = await singleNodeWithApp(({ node, state, leases }) =>
+    buildHttpAdmin({
+      node,
+      kv: state.kv,
+      services: { node, leases, auth: state.auth },
+      defaultMetrics: false,
+      dashboard: false,
+    }),
+  );
+  const { node, app } = s;
+  stop = s.stop;
   return { app, lastIndex: () => node.status().lastIndex };
 }
 

@@ -229,3 +229,22 @@ export function nextEvent<T>(
     emitter.on(event, f);
   });
 }
+
+/**
+ * A one-member fake cluster whose member 1 leads and knows the cluster UUID `uid` (undefined: not minted yet), served
+ * by a real RESP server, and a raw client connected to it. `cleanups` gets the closing of both.
+ */
+export async function fakeLeaderWithUid(
+  uid: string | undefined,
+  cleanups: (() => unknown)[],
+): Promise<{ c: RawClient; cluster: FakeCluster }> {
+  const cluster = new FakeCluster();
+  cluster.clusterUid = uid;
+  const server = await startRespServer({ backend: cluster.backend(1) });
+  cleanups.push(() => server.close());
+  cluster.setMember(1, `127.0.0.1:${server.address.port}`);
+  cluster.setLeader(1);
+  const c = await RawClient.connect(server.address.port);
+  cleanups.push(() => c.close());
+  return { c, cluster };
+}
