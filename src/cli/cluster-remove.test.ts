@@ -55,7 +55,9 @@ describe('floe cluster remove', () => {
     expect(r.code).toBe(1);
     expect(r.stdout).toBe('');
     expect(r.stderr).toMatch(/failed \(409\): removing voter 2 would leave voters \[1, 3\]/);
-    expect(r.stderr).toMatch(/to remove it anyway: floe cluster remove 2 --force\n$/);
+    expect(r.stderr).toMatch(
+      /to remove it anyway: floe cluster remove 2 --force --endpoint 127\.0\.0\.1:\d+\n$/,
+    );
   });
 
   it('--force asks the node to skip the check', async () => {
@@ -65,5 +67,20 @@ describe('floe cluster remove', () => {
     expect(asked).toEqual(['DELETE /v1/members/2?force=true']);
     expect(r.code).toBe(0);
     expect(JSON.parse(r.stdout)).toMatchObject({ id: 1, leader: 1 });
+  });
+});
+
+describe('floe cluster remove: review probes', () => {
+  it('the --force hint of a refusal names the --endpoint it was refused on (not the default endpoint)', async () => {
+    // Copying the hint as printed must act on the same cluster: without --endpoint it would go to 127.0.0.1:7380,
+    // which may be another cluster's member (or none).
+    const asked: string[] = [];
+    const endpoint = await stubNode(asked);
+    const r = await run('cluster', 'remove', '2', '--endpoint', endpoint);
+    expect(r.code).toBe(1);
+    const hint = r.stderr.slice(r.stderr.indexOf('to remove it anyway:'));
+    expect(hint).toMatch(/floe cluster remove 2 /);
+    expect(hint).toContain('--force');
+    expect(hint).toContain(`--endpoint ${endpoint}`);
   });
 });

@@ -479,8 +479,15 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
   }
 
   /** Adds a member as a learner; call `promote` once it has caught up (see `waitCaughtUp`). */
-  async addLearner(info: MemberInfo): Promise<void> {
-    await this.proposeConf({ type: 'addLearner', nodeId: info.id, context: encodeMemberContext(info) });
+  /**
+   * Adds a learner. A voter named here is demoted, which shrinks the voters just as removing it
+   * does: it goes through the same strict reconfiguration check unless `force` is set (review of
+   * the check, H2).
+   */
+  async addLearner(info: MemberInfo, options: RemoveMemberOptions = {}): Promise<void> {
+    const cc: ConfChange = { type: 'addLearner', nodeId: info.id, context: encodeMemberContext(info) };
+    if (!options.force && this.conf.voters.includes(info.id)) return this.checkedConfChange(info.id, cc);
+    await this.proposeConf(cc);
   }
 
   async promote(id: NodeId): Promise<void> {
@@ -499,8 +506,35 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
    * active to form a quorum of the new configuration.
    */
   async removeMember(id: NodeId, options: RemoveMemberOptions = {}): Promise<void> {
-    if (!options.force) await this.whenSafeToRemove(id);
-    await this.proposeConf({ type: 'remove', nodeId: id });
+    const cc: ConfChange = { type: 'remove', nodeId: id };
+    if (options.force) return this.proposeConf(cc);
+    return this.checkedConfChange(id, cc);
+  }
+
+  /**
+   * `cc` takes voter `id` out of the voters: proposed once the strict reconfiguration check passes.
+   * The check often passes at the very moment the core still refuses any conf change (a new
+   * leader's no-op committed but not yet applied, or another change being applied): then it waits
+   * for the next apply and checks again, against the membership that left, up to one check's wait
+   * (review of the check, H1; before it, such a removal failed with `confChangePending`).
+   */
+  private async checkedConfChange(id: NodeId, cc: ConfChange): Promise<void> {
+    const waitMs = (this.opts.electionTicks + this.opts.heartbeatTicks) * this.opts.tickMs;
+    for (let retries = 0; ; retries++) {
+      await this.whenSafeToRemove(id);
+      try {
+        return await this.proposeConf(cc);
+      } catch (err) {
+        if (!(err instanceof ProposalDroppedError && err.reason === 'confChangePending') || retries >= 3)
+          throw err;
+        const applied = this.raw.status().applied;
+        await this.whileLeading(
+          () => this.raw.status().applied > applied,
+          waitMs,
+          () => err,
+        );
+      }
+    }
   }
 
   /**

@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Message, NodeId } from '../raft/types.js';
 import { encodeKvCommand, type KvResult, KvStateMachine } from '../state/kv-state-machine.js';
-import { UnsafeRemovalError } from './errors.js';
+import { NotLeaderError, UnsafeRemovalError } from './errors.js';
 import { MemoryNodeStorage } from './memory-seams.js';
 import { FloeNode } from './node.js';
 import type { NodeClock, NodeTransport, TransportSink } from './seams.js';
@@ -207,6 +207,118 @@ describe('removeMember: the strict reconfiguration check (FS-20)', () => {
     expect(l.status().conf.learners).toEqual([]);
     const r = await c.outcome(l.removeMember(42));
     expect('err' in r && String(r.err)).toMatch(/42 is not a member/);
+    await c.stopAll();
+  });
+});
+
+// ---- adversarial review (rev-strictreconf) -------------------------------------------------------
+
+describe('removeMember: the strict reconfiguration check, review probes', () => {
+  for (const pick of [0, 1] as const) {
+    it(`a safe removal asked the moment a leader is elected is not refused as a pending change (follower #${pick})`, async () => {
+      const c = cluster(3);
+      // As soon as a leader is known (its no-op on its way): every voter is up, removing either follower is safe.
+      const l = await c.leader();
+      const target = c.nodes.filter((n) => n !== l)[pick] as FloeNode<KvResult>;
+      const r = await c.outcome(l.removeMember(target.id));
+      expect(r).toEqual({ ok: undefined });
+      expect(l.status().conf.voters).not.toContain(target.id);
+      await c.stopAll();
+    });
+  }
+
+  it('removing the dead old leader the moment its successor is elected is not refused as a pending change', async () => {
+    // The usual operator (or automation) sequence: the leader dies, a new one is elected, the dead one is removed.
+    // The new leader's only other voter answers its no-op: that one answer both marks it active and commits the
+    // no-op, and the check lets the removal through before the no-op is applied.
+    const c = cluster(3);
+    const { l: old } = await settled(c);
+    c.down.add(old.id);
+    const l = await c.leader();
+    expect(l).not.toBe(old);
+    const r = await c.outcome(l.removeMember(old.id));
+    expect(r).toEqual({ ok: undefined });
+    expect(l.status().conf.voters).not.toContain(old.id);
+    await c.stopAll();
+  });
+
+  it('the leader stepping down mid-wait settles the removal with NotLeaderError, proposing nothing', async () => {
+    const c = cluster(3);
+    const { l, followers } = await settled(c);
+    const [a, b] = followers as [FloeNode<KvResult>, FloeNode<KvResult>];
+    await takeDown(c, l, a.id);
+    const before = l.status().lastIndex;
+    const p = c.outcome(l.removeMember(b.id));
+    // Mid-wait the leadership moves to b (a transfer, which the core allows while the removal is not proposed).
+    await c.vt.advance(1);
+    void l.transferLeadership(b.id).catch(() => undefined);
+    const r = await p;
+    expect('err' in r && r.err).toBeInstanceOf(NotLeaderError);
+    expect(l.status().lastIndex).toBe(before);
+    await c.until(() => b.isLeader);
+    await c.stopAll();
+  });
+
+  it('a node stopped mid-wait settles the removal and leaves no timer behind', async () => {
+    const c = cluster(3);
+    const { l, followers } = await settled(c);
+    const [a, b] = followers as [FloeNode<KvResult>, FloeNode<KvResult>];
+    await takeDown(c, l, a.id);
+    const p = l.removeMember(b.id);
+    await c.vt.advance(TICK_MS);
+    const stopped = c.outcome(Promise.all(c.nodes.map((n) => n.stop('test over'))), 60_000);
+    const r = await c.outcome(p);
+    // Which one depends on stop's leadership hand-over; settle it must.
+    expect('err' in r && (r.err as Error).name).toMatch(
+      /^(NodeStoppedError|NotLeaderError|UnsafeRemovalError)$/,
+    );
+    await stopped;
+    expect(c.vt.pendingTimers).toBe(0);
+  });
+
+  it('two removals at once: one goes through, the other waits for it to apply and is then checked against the membership it left', async () => {
+    // Four voters, one down: removing x or y alone is safe ({l, y, dead}: l and y answer), both together are not
+    // ({l, dead}: only l answers). Asked together in the moment a check-quorum round cleared the marks, so both wait.
+    const c = cluster(4);
+    const { l } = await settled(c);
+    const [x, y, dead] = c.nodes.filter((n) => n !== l).map((n) => n.id) as [number, number, number];
+    await takeDown(c, l, dead);
+    await c.until(() => [x, y].every((id) => l.status().progress?.[id]?.recentActive === false));
+    const outs = await Promise.all([c.outcome(l.removeMember(x)), c.outcome(l.removeMember(y))]);
+    const gone = outs.findIndex((o) => 'ok' in o);
+    expect(gone).toBeGreaterThanOrEqual(0);
+    // The core refused the second while the first was pending; it waited for the apply and checked again (H1).
+    const other = outs[1 - gone] as { err: unknown };
+    expect(other.err).toBeInstanceOf(UnsafeRemovalError);
+    const [removed, kept] = gone === 0 ? [x, y] : [y, x];
+    expect(l.status().conf.voters).not.toContain(removed);
+    expect(l.status().conf.voters).toContain(kept);
+    const again = await c.outcome(l.removeMember(kept));
+    expect('err' in again && again.err).toBeInstanceOf(UnsafeRemovalError);
+    await c.stopAll();
+  });
+
+  it('five voters, two down: removing a down voter passes, removing a healthy one is refused', async () => {
+    const c = cluster(5);
+    const { l, followers } = await settled(c);
+    const [d1, d2, h] = followers as [FloeNode<KvResult>, FloeNode<KvResult>, FloeNode<KvResult>];
+    c.down.add(d1.id);
+    await takeDown(c, l, d2.id);
+    const bad = await c.outcome(l.removeMember(h.id));
+    expect('err' in bad && bad.err).toBeInstanceOf(UnsafeRemovalError);
+    expect(await c.outcome(l.removeMember(d1.id))).toEqual({ ok: undefined });
+    await c.stopAll();
+  });
+
+  it('demoting a healthy voter to a learner while another voter is down is refused like removing it', async () => {
+    // addLearner(id) of a voter demotes it (the core allows it): the voters shrink just as with removeMember.
+    const c = cluster(3);
+    const { l, followers } = await settled(c);
+    const [down, healthy] = followers as [FloeNode<KvResult>, FloeNode<KvResult>];
+    await takeDown(c, l, down.id);
+    const r = await c.outcome(l.addLearner({ id: healthy.id, peerAddr: `mem:${healthy.id}` }));
+    expect(l.status().conf.voters).toEqual([1, 2, 3]);
+    expect('err' in r && r.err).toBeInstanceOf(UnsafeRemovalError);
     await c.stopAll();
   });
 });

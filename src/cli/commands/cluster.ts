@@ -176,7 +176,8 @@ export function clusterCommand(io: CliIO): Command {
       } catch (err) {
         if (err instanceof ApiError && err.code === 'unsafe_removal')
           throw new CommandFailedError(
-            `${err.message}; to remove it anyway: floe cluster remove ${memberId} --force`,
+            // The endpoint it was refused on: the hint copied as printed must act on the same cluster (review H3).
+            `${err.message}; to remove it anyway: floe cluster remove ${memberId} --force --endpoint ${opts.endpoint}`,
           );
         throw err;
       }

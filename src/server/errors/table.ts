@@ -94,7 +94,7 @@ export const ERROR_TABLE = {
   },
   unsafe_removal: {
     http: 409,
-    when: 'DELETE /v1/members/:id: too few of the voters that would remain are active (answering the leader) to form a quorum of the new membership, so the cluster could not elect or commit; nothing was proposed. The body lists `remaining`, `active` and `quorum`; start or repair the inactive voters, or remove one of them instead, or pass `?force=true` (CLI `--force`)',
+    when: 'DELETE /v1/members/:id: too few of the voters that would remain answer the leader to form a quorum of the new membership (strict reconfiguration check); nothing was proposed. The body adds `remaining`, `active` and `quorum`. Start or repair the inactive voters, remove one of them instead, or pass `?force=true` (CLI `--force`)',
   },
   conf_change_pending: {
     http: 409,
