@@ -478,11 +478,10 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     }
   }
 
-  /** Adds a member as a learner; call `promote` once it has caught up (see `waitCaughtUp`). */
   /**
-   * Adds a learner. A voter named here is demoted, which shrinks the voters just as removing it
-   * does: it goes through the same strict reconfiguration check unless `force` is set (review of
-   * the check, H2).
+   * Adds a member as a learner; call `promote` once it has caught up (see `waitCaughtUp`). A voter
+   * named here is demoted, which shrinks the voters just as removing it does: it goes through the
+   * same strict reconfiguration check unless `force` is set (review of the check, H2).
    */
   async addLearner(info: MemberInfo, options: RemoveMemberOptions = {}): Promise<void> {
     const cc: ConfChange = { type: 'addLearner', nodeId: info.id, context: encodeMemberContext(info) };
@@ -515,7 +514,7 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
    * `cc` takes voter `id` out of the voters: proposed once the strict reconfiguration check passes.
    * The check often passes at the very moment the core still refuses any conf change (a new
    * leader's no-op committed but not yet applied, or another change being applied): then it waits
-   * for the next apply and checks again, against the membership that left, up to one check's wait
+   * for the next apply and checks again, against the membership that left, three times at most
    * (review of the check, H1; before it, such a removal failed with `confChangePending`).
    */
   private async checkedConfChange(id: NodeId, cc: ConfChange): Promise<void> {
