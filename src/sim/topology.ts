@@ -97,6 +97,9 @@ export function bridge(nodes: readonly NodeId[], rng: Prng, bridgeNode?: NodeId)
  */
 export function leaderBridge(nodes: readonly NodeId[], leader: NodeId, rng: Prng): Topology {
   const others = nodes.filter((n) => n !== leader);
+  // A one-member configuration (the full simulator's membership changes can leave one): nothing to cut. Nothing drawn
+  // either, so every other run keeps its draws (swarm seed 1452483 threw here).
+  if (others.length === 0) return { kind: 'leaderBridge', describe: `leader ${leader} alone`, links: [] };
   const b = rng.pick(others);
   return {
     kind: 'leaderBridge',
