@@ -518,7 +518,6 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
    * (review of the check, H1; before it, such a removal failed with `confChangePending`).
    */
   private async checkedConfChange(id: NodeId, cc: ConfChange): Promise<void> {
-    const waitMs = (this.opts.electionTicks + this.opts.heartbeatTicks) * this.opts.tickMs;
     for (let retries = 0; ; retries++) {
       await this.whenSafeToRemove(id);
       try {
@@ -529,7 +528,7 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
         const applied = this.raw.status().applied;
         await this.whileLeading(
           () => this.raw.status().applied > applied,
-          waitMs,
+          this.removalWaitMs(),
           () => err,
         );
       }
@@ -552,15 +551,19 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
   private whenSafeToRemove(id: NodeId): Promise<void> {
     if (this.stoppedReason) return Promise.reject(new NodeStoppedError(this.stoppedReason));
     if (this.removalShortfall(id) === undefined) return Promise.resolve();
-    const waitMs = (this.opts.electionTicks + this.opts.heartbeatTicks) * this.opts.tickMs;
     return this.whileLeading(
       () => this.removalShortfall(id) === undefined,
-      waitMs,
+      this.removalWaitMs(),
       () => {
         const short = this.removalShortfall(id);
         return short && new UnsafeRemovalError(id, short.remaining, short.active, short.quorum);
       },
     );
+  }
+
+  /** How long a removal waits for voters' marks (one check-quorum round and a heartbeat), or for an apply. */
+  private removalWaitMs(): number {
+    return (this.opts.electionTicks + this.opts.heartbeatTicks) * this.opts.tickMs;
   }
 
   /**

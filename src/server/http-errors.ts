@@ -11,6 +11,7 @@ import {
   ProposalNotCommittedError,
   ProposalOutcomeUnknownError,
   ReadTimeoutError,
+  UnsafeRemovalError,
 } from '../node/errors.js';
 import { InvalidConfChangeError, ProposalDroppedError } from '../raft/types.js';
 import { type FloeErrorCode, httpStatusOf } from './errors/table.js';
@@ -28,6 +29,10 @@ export interface ErrorBody {
    * list those (review of FS-19).
    */
   members?: { id: number; httpAddr: string }[];
+  /** `unsafe_removal` only: the voters the removal would leave, those of them active, and the quorum they need. */
+  remaining?: readonly number[];
+  active?: readonly number[];
+  quorum?: number;
 }
 
 /**
@@ -105,6 +110,12 @@ export function sendHttpError(
   if (err instanceof OverloadedError) return send('overloaded', err.message);
   if (err instanceof NodeStoppedError) return send('stopped', err.message);
   if (err instanceof MemberNotCaughtUpError) return send('not_caught_up', err.message);
+  if (err instanceof UnsafeRemovalError)
+    return send('unsafe_removal', `${err.message} (\`?force=true\`)`, {
+      remaining: err.remaining,
+      active: err.active,
+      quorum: err.quorum,
+    });
   if (err instanceof InvalidConfChangeError) return send('invalid_membership_change', err.message);
   // The core refused to append the proposal, so it was certainly not applied.
   if (err instanceof ProposalDroppedError) {

@@ -4,7 +4,7 @@
 import { createHmac } from 'node:crypto';
 import type { FastifyPluginAsync } from 'fastify';
 import { hostPortProblem } from '../../net/host-port.js';
-import { NotLeaderError, UnsafeRemovalError } from '../../node/errors.js';
+import { NotLeaderError } from '../../node/errors.js';
 import type { FloeNode } from '../../node/node.js';
 import { allocProof, REMOTE_ALLOC_PATH } from '../../sequences/remote-alloc.js';
 import {
@@ -14,7 +14,6 @@ import {
   type SequenceResult,
 } from '../../state/sequences/index.js';
 import { clusterView } from '../dashboard/cluster-view.js';
-import { httpStatusOf } from '../errors/table.js';
 import { strictPositiveInt } from '../http-hardening.js';
 import { clusterUidProof, safeEqual } from '../member-auth.js';
 import type { RouteHelpers } from './auth.js';
@@ -299,14 +298,6 @@ export const clusterPlugin: FastifyPluginAsync<ClusterPluginOptions> = async (
         await node.removeMember(id, { force: req.query.force === 'true' });
         return view();
       } catch (err) {
-        if (err instanceof UnsafeRemovalError)
-          return reply.code(httpStatusOf('unsafe_removal')).send({
-            error: 'unsafe_removal',
-            message: `${err.message} (\`?force=true\`)`,
-            remaining: err.remaining,
-            active: err.active,
-            quorum: err.quorum,
-          });
         return fail(reply, err, req.url);
       }
     },
