@@ -18,8 +18,13 @@ function reply(status: number, body: unknown): FetchResponseLike {
 const transportOf = (endpoints: string[], answer: (host: string) => FetchResponseLike) =>
   virtualTransport(endpoints, answer);
 
+/** A connection refused, as Node's fetch (undici) reports it: the system error is the `cause`. */
+const refusedError = (host: string, code = 'ECONNREFUSED', syscall = 'connect') =>
+  new TypeError('fetch failed', {
+    cause: Object.assign(new Error(`${syscall} ${code} ${host}`), { code, syscall }),
+  });
 const gone = (host: string): never => {
-  throw new TypeError(`fetch failed: connect ECONNREFUSED ${host}`);
+  throw refusedError(host);
 };
 const granted = reply(200, { ok: true });
 const noLeader = (members?: { id: number; httpAddr: string }[]) =>
@@ -337,5 +342,103 @@ describe('HttpTransport: a learned endpoint leads only once its answer is confir
     t.forget(r.endpoint);
     expect(t.leaderEndpoint).toBeUndefined();
     expect(t.learnedEndpoints).toEqual([]);
+  });
+});
+
+// Regression (FS-21, full-stack simulator, swarm seed 1440006): a client configured with the three initial members
+// (all removed and down: connection refused) and a balancer in front of the running processes waited a backoff step
+// (doubling to 1 s) after every refused connection, so it reached the balancer once every 3-4 s; the balancer mostly
+// landed on a process that was never added (503 not_ready), and the client's nodeId issued no ID for 30 s after the
+// faults ended.
+describe('HttpTransport: a refused connection costs no backoff wait (FS-21)', () => {
+  /** A transport whose attempts and waits go to one log, in order: a host, or `wait <ms>`. */
+  function loggingTransport(endpoints: string[], answer: (host: string) => FetchResponseLike) {
+    let now = 0;
+    const log: string[] = [];
+    const t = new HttpTransport({
+      endpoints,
+      requestTimeoutMs: 2000,
+      fetch: async (url) => {
+        const host = new URL(url).host;
+        log.push(host);
+        return answer(host);
+      },
+      monotonic: () => now,
+      wall: () => now,
+      sleep: async (ms) => {
+        log.push(`wait ${ms}`);
+        now += ms;
+      },
+      random: () => 0.5,
+    });
+    return { t, log };
+  }
+  const notReady: FetchResponseLike = {
+    status: 503,
+    headers: { get: (n) => (n === 'retry-after' ? '1' : null) },
+    text: async () =>
+      JSON.stringify({ error: 'not_ready', message: 'this node is not a member of the cluster' }),
+  };
+
+  it('with every configured endpoint refusing connections but the balancer answering, each round reaches the balancer without backoff waits between refused endpoints', async () => {
+    let lbAnswers = 0;
+    const { t, log } = loggingTransport(['n1:8080', 'n2:8080', 'n3:8080', 'floe-lb:8080'], (host) => {
+      if (host !== 'floe-lb:8080') return gone(host);
+      return ++lbAnswers < 4 ? notReady : granted; // lands on a process never added, three times
+    });
+    const r = await t.post('/v1/apps/svc/workers/acquire', {}, { budgetMs: 10_000 });
+    expect(r.endpoint).toBe('http://floe-lb:8080');
+    const round = ['n1:8080', 'n2:8080', 'n3:8080', 'floe-lb:8080'];
+    // One wait a round, after the balancer's 503 (its Retry-After: 1 s); none after a refused connection.
+    expect(log).toEqual([...round, 'wait 1000', ...round, 'wait 1000', ...round, 'wait 1000', ...round]);
+  });
+
+  it('a client whose every endpoint refuses still backs off per round (no busy loop)', async () => {
+    const { t, log } = loggingTransport(['n1:8080', 'n2:8080', 'n3:8080'], gone);
+    const e = await t.post('/v1/x', {}, { budgetMs: 5000 }).catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(FloeUnavailableError);
+    const waits = log.filter((l) => l.startsWith('wait')).map((l) => Number(l.slice(5)));
+    // Each round tries the three endpoints, then waits; the wait doubles per round (random 0.5: no jitter) up to 1 s,
+    // and the call ends at the first failure once its budget is spent.
+    const rounds = log.join(' ').split(/ ?wait \d+(?:\.\d+)? ?/);
+    expect(rounds.pop()).toBe('n1:8080');
+    for (const round of rounds) expect(round).toBe('n1:8080 n2:8080 n3:8080');
+    expect(waits.slice(0, 7)).toEqual([25, 50, 100, 200, 400, 800, 1000]);
+    expect(waits.reduce((a, b) => a + b, 0)).toBe(5000);
+    expect(log.length).toBeLessThan(60);
+  });
+
+  it('a connection reset or an attempt timeout still costs a backoff wait (the request may have arrived)', async () => {
+    for (const fail of [
+      (host: string) => refusedError(host, 'ECONNRESET', 'read'),
+      () =>
+        new TypeError('fetch failed', { cause: Object.assign(new Error('x'), { code: 'UND_ERR_SOCKET' }) }),
+      () => new DOMException('The operation was aborted due to timeout', 'TimeoutError'),
+      (host: string) => new TypeError(`fetch failed: connect ECONNREFUSED ${host}`), // no cause: nothing known
+    ]) {
+      const { t, log } = loggingTransport(['n1:8080', 'floe-lb:8080'], (host) => {
+        if (host === 'n1:8080') throw fail(host);
+        return granted;
+      });
+      await t.post('/v1/x', {}, { budgetMs: 5000 });
+      expect(log).toEqual(['n1:8080', 'wait 25', 'floe-lb:8080']);
+    }
+  });
+
+  it('a host that does not resolve, or every address of one refusing (AggregateError), costs no wait', async () => {
+    for (const fail of [
+      (host: string) => refusedError(host, 'ENOTFOUND', 'getaddrinfo'),
+      (host: string) =>
+        new TypeError('fetch failed', {
+          cause: new AggregateError([refusedError(host).cause, refusedError(host).cause]),
+        }),
+    ]) {
+      const { t, log } = loggingTransport(['n1:8080', 'floe-lb:8080'], (host) => {
+        if (host === 'n1:8080') throw fail(host);
+        return granted;
+      });
+      await t.post('/v1/x', {}, { budgetMs: 5000 });
+      expect(log).toEqual(['n1:8080', 'floe-lb:8080']);
+    }
   });
 });

@@ -76,6 +76,18 @@ export const MAX_LEARNED_PER_CALL = 2;
 export const MAX_REDIRECT_ADDR_LENGTH = 255;
 /** Longest answer read (every Floe answer to the SDK is far smaller). */
 export const MAX_RESPONSE_BYTES = 1024 * 1024;
+/**
+ * The `cause.code`s of a `fetch` failure (undici: `TypeError('fetch failed')` with the system error as `cause`) whose
+ * request certainly reached no server: the host's name did not resolve, or the connection was never made. Never a
+ * timeout (the connect's or the request's) nor a reset: a request that may have arrived (finding FS-21).
+ */
+export const NOT_SENT_CODES: ReadonlySet<string> = new Set([
+  'ECONNREFUSED', // nothing listens there (or a firewall rejects the connect)
+  'ENOTFOUND', // the name does not resolve
+  'EAI_AGAIN', // the name could not be resolved for now
+  'EHOSTUNREACH', // no route to the host: the connect failed
+  'ENETUNREACH', // no route to its network: the connect failed
+]);
 
 interface LearnedEndpoint {
   failures: number;
@@ -93,6 +105,10 @@ interface LearnedEndpoint {
  *   and per-attempt timeouts: try the next endpoint after a jittered backoff (at least the server's Retry-After, up to
  *   1 s), until the call's budget is spent.
  *   Every lease call is safe to repeat: acquire carries the same `requestId`, renew/release the same token.
+ * - A connection refused, or a host whose name does not resolve (`NOT_SENT_CODES`: the request reached no server), costs
+ *   no backoff wait: the next endpoint is tried at once, unless it was already tried since the last wait (every
+ *   endpoint of the round failed: then the backoff, grown per wait, as above), so a client whose every endpoint
+ *   refuses does not spin (finding FS-21).
  * - Anything else that is not 2xx is final: `FloeRequestError` with the server's code.
  * - Endpoints are learned from redirects only (finding FS-19 and its review): the leader a follower redirected to. The
  *   `members` of a 503 `not_leader` are for operators and are never followed. A learned endpoint is tried only after
@@ -175,6 +191,8 @@ export class HttpTransport {
     /** The configured endpoints tried since the call started or since its last learned endpoint. */
     const tried = new Set<string>();
     let learnedTries = 0;
+    /** The endpoints tried since the call started or since its last backoff wait: the current round (FS-21). */
+    const sinceWait = new Set<string>();
     for (;;) {
       this.expireLearned();
       let endpoint: string;
@@ -185,19 +203,20 @@ export class HttpTransport {
         follow = undefined;
       } else if (this.leader !== undefined) {
         endpoint = this.leader;
-      } else if (
-        learnedTries < MAX_LEARNED_PER_CALL &&
-        this.learned.size > 0 &&
-        this.endpoints.every((e) => tried.has(e))
-      ) {
-        endpoint = this.pickLearned();
-        extra = true;
-        learnedTries++;
-        tried.clear();
       } else {
-        endpoint = this.pick();
+        const up = this.upNext(learnedTries, tried);
+        endpoint = up.endpoint;
+        if (up.learned) {
+          this.nextLearned = (this.nextLearned % this.learned.size) + 1;
+          extra = true;
+          learnedTries++;
+          tried.clear();
+        } else {
+          this.next = (this.next % this.endpoints.length) + 1;
+        }
       }
       tried.add(endpoint);
+      sinceWait.add(endpoint);
       const isLearned = this.learned.has(endpoint);
       attempts++;
       const sentAtMono = this.o.monotonic();
@@ -311,6 +330,13 @@ export class HttpTransport {
       if (isLearned) this.failedLearned(endpoint);
       const elapsed = this.o.monotonic() - started;
       if (elapsed >= call.budgetMs) throw new FloeUnavailableError(path, attempts, lastError);
+      // The request reached no server (FS-21): the next endpoint at once, unless the round is over (it was tried since
+      // the last wait). No other state changes here: the next iteration picks the endpoint upNext names.
+      if (notSent(lastError)) {
+        this.expireLearned();
+        if (!sinceWait.has(this.upNext(learnedTries, tried).endpoint)) continue;
+      }
+      sinceWait.clear();
       const wait = Math.min(
         Math.max(backoff * (0.5 + this.o.random()), retryAfterMs),
         call.budgetMs - elapsed,
@@ -335,18 +361,21 @@ export class HttpTransport {
     return h;
   }
 
-  /** The configured endpoints, in turn. */
-  private pick(): string {
-    const i = this.next % this.endpoints.length;
-    this.next = i + 1;
-    return this.endpoints[i] as string;
-  }
-
-  private pickLearned(): string {
-    const all = [...this.learned.keys()];
-    const i = this.nextLearned % all.length;
-    this.nextLearned = i + 1;
-    return all[i] as string;
+  /**
+   * The endpoint a call tries next when it follows no redirect and knows no leader, without taking its turn: a learned
+   * one (in turn) once every configured endpoint failed in the call (`tried`) and fewer than MAX_LEARNED_PER_CALL were
+   * tried, else the configured endpoints in turn.
+   */
+  private upNext(learnedTries: number, tried: ReadonlySet<string>): { endpoint: string; learned: boolean } {
+    if (
+      learnedTries < MAX_LEARNED_PER_CALL &&
+      this.learned.size > 0 &&
+      this.endpoints.every((e) => tried.has(e))
+    ) {
+      const all = [...this.learned.keys()];
+      return { endpoint: all[this.nextLearned % all.length] as string, learned: true };
+    }
+    return { endpoint: this.endpoints[this.next % this.endpoints.length] as string, learned: false };
   }
 
   /** A redirect named `endpoint` (canonical, not configured): keep it, or note that it was named again. */
@@ -454,6 +483,28 @@ async function readStream(
     chunks.push(value);
   }
   return Buffer.concat(chunks).toString('utf8');
+}
+
+/**
+ * Whether a failed attempt's request certainly reached no server: `fetch` failed with a `cause` whose `code` is one of
+ * NOT_SENT_CODES (an AggregateError of several addresses' connects carries the first one's code; without one, every
+ * address's error must be such a failure).
+ */
+function notSent(e: unknown): boolean {
+  if (!(e instanceof Error)) return false;
+  const cause = (e as { cause?: unknown }).cause;
+  if (typeof cause !== 'object' || cause === null) return false;
+  const code = (cause as { code?: unknown }).code;
+  if (typeof code === 'string') return NOT_SENT_CODES.has(code);
+  const errors = (cause as { errors?: unknown }).errors;
+  return (
+    Array.isArray(errors) &&
+    errors.length > 0 &&
+    errors.every((x) => {
+      const c = (x as { code?: unknown } | null)?.code;
+      return typeof c === 'string' && NOT_SENT_CODES.has(c);
+    })
+  );
 }
 
 function isRetryable(e: FloeRequestError): boolean {

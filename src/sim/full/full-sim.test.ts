@@ -131,7 +131,10 @@ describe('full-stack simulation', () => {
   // FS-20 in production: with the harness's order before its fix (a member that failed otherwise first), n1 asks to
   // remove n2 while n3's data is corrupt. The leader's strict reconfiguration check now refuses it (voters {n1, n3}
   // would have one active member of the two a quorum needs): nothing is proposed and the cluster stays live. Forced
-  // past the check, the removal commits and the run fails liveness as FS-20 did on 13bb44d.
+  // past the check, the removal commits and leaves voters {n1, n3} with n3 corrupt: no healthy quorum, no leader.
+  // On 13bb44d that run failed liveness (the restarted n1 had not applied the removal, so the liveness exemption did
+  // not see it); since the SDK moves on from a refused connection at once (FS-21) the clients' writes moved the
+  // removal's log index (118, was 112) and n1 has applied it by the end, so the run is exempted, naming the cause.
   it('the leader refuses to remove a healthy voter while another is corrupt, and the cluster stays live (FS-20, 1410929)', {
     timeout: 120_000,
   }, async () => {
@@ -152,14 +155,33 @@ describe('full-stack simulation', () => {
         ),
       ),
     ).toBe(true);
+    const forcedLines: string[] = [];
     const forced = await runFullSim({
       seed: 1410929,
       profile: 'swarm',
       removal: { failedFirst: true, force: true },
+      verbose: (l) => forcedLines.push(l),
     });
-    expect(forced.failure?.kind).toBe('liveness');
-    expect(forced.failure?.detail).toMatch(
-      /0 leaders among running nodes.*n2:halted\(removed from the cluster\).*n3:failed\(WalCorruptionError/,
-    );
+    expect(forced.failure, forced.failure?.detail).toBeUndefined();
+    expect(forced.livenessExempt).toBe(true);
+    expect(forced.stats.faults.unsafeRemovalsRefused).toBe(0);
+    expect(forcedLines.some((l) => /fault: n1 removes n2 \(force\)$/.test(l))).toBe(true);
+    expect(
+      forcedLines.some((l) =>
+        /liveness not required: voters \[1,3\] with corrupt data on n3 leave no healthy quorum/.test(l),
+      ),
+    ).toBe(true);
+  });
+
+  // Swarm seed 1440006 failed liveness on 19de8ce (FS-21, src/client): a client started with the three initial members
+  // (all removed and down) and the balancer waited a backoff step after each refused connection, so it reached the
+  // balancer once every 3-4 s, where it mostly landed on a process never added (503 not_ready): svc-10 issued no ID
+  // for 30 s after healing. A refused connection now costs no wait; the client backs off once per round.
+  it('a client whose configured members are all gone reaches the balancer every round (FS-21, 1440006)', {
+    timeout: 120_000,
+  }, async () => {
+    const r = await runFullSim({ seed: 1440006, profile: 'swarm' });
+    expect(r.config.productionDefaults).toBeTruthy();
+    expect(r.failure, r.failure?.detail).toBeUndefined();
   });
 });

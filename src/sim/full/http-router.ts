@@ -145,7 +145,7 @@ export class HttpRouter {
       };
       if (host === undefined) {
         w.sched.after(this.delay(), client, 'http-refused', () =>
-          answer(() => reject(new TypeError(`fetch failed: getaddrinfo ENOTFOUND ${u.host}`))),
+          answer(() => reject(fetchFailed('getaddrinfo', 'ENOTFOUND', u.host))),
         );
         return;
       }
@@ -153,7 +153,7 @@ export class HttpRouter {
       if (nodeProc === undefined || !host.app) {
         this.stats.refused++;
         w.sched.after(this.delay(), client, 'http-refused', () =>
-          answer(() => reject(new TypeError(`fetch failed: connect ECONNREFUSED ${u.host}`))),
+          answer(() => reject(fetchFailed('connect', 'ECONNREFUSED', u.host))),
         );
         return;
       }
@@ -308,6 +308,20 @@ export async function callLeader(
 }
 
 const NEVER_ABORTED = new AbortController().signal;
+
+/**
+ * A request that reached no node, shaped as Node's `fetch` (undici) reports it: `TypeError` whose `cause` is the system
+ * error with its `code` and `syscall` (the SDK tells a refused connection by `cause.code`, finding FS-21). The message
+ * also names the code and host, for the run's log.
+ */
+function fetchFailed(
+  syscall: 'connect' | 'getaddrinfo',
+  code: 'ECONNREFUSED' | 'ENOTFOUND',
+  host: string,
+): TypeError {
+  const cause = Object.assign(new Error(`${syscall} ${code} ${host}`), { code, syscall });
+  return new TypeError(`fetch failed: ${syscall} ${code} ${host}`, { cause });
+}
 
 /**
  * What `new URL(url)` gives as `host` and `pathname + search`, without building a URL, for the plain
