@@ -485,8 +485,8 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
    */
   async addLearner(info: MemberInfo, options: RemoveMemberOptions = {}): Promise<void> {
     const cc: ConfChange = { type: 'addLearner', nodeId: info.id, context: encodeMemberContext(info) };
-    if (!options.force && this.conf.voters.includes(info.id)) return this.checkedConfChange(info.id, cc);
-    await this.proposeConf(cc);
+    if (!this.conf.voters.includes(info.id)) return this.proposeConf(cc);
+    return this.checkedConfChange(info.id, cc, options.force === true);
   }
 
   async promote(id: NodeId): Promise<void> {
@@ -506,8 +506,7 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
    */
   async removeMember(id: NodeId, options: RemoveMemberOptions = {}): Promise<void> {
     const cc: ConfChange = { type: 'remove', nodeId: id };
-    if (options.force) return this.proposeConf(cc);
-    return this.checkedConfChange(id, cc);
+    return this.checkedConfChange(id, cc, options.force === true);
   }
 
   /**
@@ -516,10 +515,13 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
    * leader's no-op committed but not yet applied, or another change being applied): then it waits
    * for the next apply and checks again, against the membership that left, three times at most
    * (review of the check, H1; before it, such a removal failed with `confChangePending`).
+   * `force` skips the check, not the wait. A leader taking itself out hands leadership over first
+   * (FS-22, `handOverBeforeLeaving`), forced or not.
    */
-  private async checkedConfChange(id: NodeId, cc: ConfChange): Promise<void> {
+  private async checkedConfChange(id: NodeId, cc: ConfChange, force: boolean): Promise<void> {
     for (let retries = 0; ; retries++) {
-      await this.whenSafeToRemove(id);
+      if (!force) await this.whenSafeToRemove(id);
+      if (id === this.id) await this.handOverBeforeLeaving();
       try {
         return await this.proposeConf(cc);
       } catch (err) {
@@ -559,6 +561,47 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
         return short && new UnsafeRemovalError(id, short.remaining, short.active, short.quorum);
       },
     );
+  }
+
+  /**
+   * Finding FS-22: a leader never proposes its own removal (or demotion). Committed, the change takes
+   * the leader out when it applies it, and it stops at once; a remaining voter that had not learnt
+   * the commit index yet (the one message saying so lost, or the machine switched off as soon as the
+   * call returned) still counts the old leader as a voter, and with two voters it never wins an
+   * election again. So the leader first hands leadership to the most caught-up remaining voter that
+   * answers, then refuses with NotLeaderError naming it (HTTP: a 307 the CLI follows): the new
+   * leader removes this node as a follower, and a leader that stays in the configuration commits and
+   * applies the change. Nothing is proposed here. Still leading after the transfer's wait (the
+   * transferee did not campaign in time): ProposalDroppedError `transferring`, retry. Resolves
+   * (the caller proposes as before) when no other voter answers within a round: only a forced
+   * removal gets there, or the last voter's (which the core refuses).
+   */
+  private async handOverBeforeLeaving(): Promise<void> {
+    if (this.raw.role !== 'leader') return;
+    const successor = (): NodeId => {
+      const st = this.raw.status();
+      let to: NodeId = NONE;
+      let best = -1;
+      for (const v of st.conf.voters) {
+        const pr = st.progress?.[v];
+        if (v === this.id || pr?.recentActive !== true || pr.match <= best) continue;
+        to = v;
+        best = pr.match;
+      }
+      return to;
+    };
+    // The marks are cleared every check-quorum round (see whenSafeToRemove): wait one round for an answer.
+    await this.whileLeading(() => successor() !== NONE, this.removalWaitMs(), () => undefined);
+    const to = successor();
+    if (to === NONE) return; // nobody answers (only with force): propose as before
+    this.log.info({ to }, 'handing leadership over before this node is removed');
+    try {
+      await this.transferLeadership(to, this.opts.tickMs * this.opts.electionTicks * 2);
+    } catch (err) {
+      if (err instanceof NodeStoppedError) throw err;
+      if (this.raw.role === 'leader') throw new ProposalDroppedError('transferring', this.id);
+    }
+    throw new NotLeaderError(this.id, this.leaderHint());
   }
 
   /** How long a removal waits for voters' marks (one check-quorum round and a heartbeat), or for an apply. */

@@ -322,3 +322,69 @@ describe('removeMember: the strict reconfiguration check, review probes', () => 
     await c.stopAll();
   });
 });
+
+// ---- FS-22: the leader removing itself ------------------------------------------------------------
+
+/**
+ * What an operator's `floe cluster remove <id> --endpoint <node>` does: ask `via`; on a 307 (NotLeaderError naming the
+ * leader), ask the leader it names, once.
+ */
+async function removeAsOperator(
+  c: ReturnType<typeof cluster>,
+  via: FloeNode<KvResult>,
+  id: NodeId,
+): Promise<{ ok: unknown } | { err: unknown }> {
+  const r = await c.outcome(via.removeMember(id));
+  if (!('err' in r) || !(r.err instanceof NotLeaderError) || r.err.leader === undefined) return r;
+  const leaderId = r.err.leader.id;
+  const to = c.nodes.find((n) => n.id === leaderId) as FloeNode<KvResult>;
+  return c.outcome(to.removeMember(id));
+}
+
+describe('removeMember of the leader itself (FS-22)', () => {
+  it('the leader proposes nothing: it hands leadership to a remaining voter and answers NotLeaderError naming it', async () => {
+    const c = cluster(2);
+    const { l, followers } = await settled(c);
+    const peer = followers[0] as FloeNode<KvResult>;
+    const before = l.status().lastIndex;
+    const r = await c.outcome(l.removeMember(l.id));
+    expect('err' in r && r.err).toBeInstanceOf(NotLeaderError);
+    expect((r as { err: NotLeaderError }).err.leader?.id).toBe(peer.id);
+    expect(peer.isLeader).toBe(true);
+    // No membership entry from the old leader: the log grew by the new leader's no-op alone.
+    expect(peer.status().conf.voters).toEqual([1, 2]);
+    expect(l.status().lastIndex).toBeLessThanOrEqual(before + 1);
+    await c.stopAll();
+  });
+
+  it('forced past the strict check, the leader still hands over first, to the voter that answers', async () => {
+    const c = cluster(3);
+    const { l, followers } = await settled(c);
+    const [down, healthy] = followers as [FloeNode<KvResult>, FloeNode<KvResult>];
+    await takeDown(c, l, down.id);
+    const r = await c.outcome(l.removeMember(l.id, { force: true }));
+    expect('err' in r && r.err).toBeInstanceOf(NotLeaderError);
+    expect((r as { err: NotLeaderError }).err.leader?.id).toBe(healthy.id);
+    expect(await c.outcome(healthy.removeMember(l.id, { force: true }))).toEqual({ ok: undefined });
+    expect(healthy.status().conf.voters).toEqual([down.id, healthy.id].sort((x, y) => x - y));
+    await c.stopAll();
+  });
+
+  for (const size of [2, 3] as const) {
+    it(`${size} voters: the leader removes itself, its machine is switched off as soon as the call returns, and the voters left elect a leader`, async () => {
+      const c = cluster(size);
+      const { l } = await settled(c);
+      const r = await removeAsOperator(c, l, l.id);
+      expect(r).toEqual({ ok: undefined });
+      // Switched off at once: whatever it had not delivered yet is lost with it (the commit index of its removal).
+      c.down.add(l.id);
+      const rest = c.nodes.filter((n) => n !== l);
+      const ids = rest.map((n) => n.id).join();
+      // A leader of the configuration without it (a new leader applies the removal once its own no-op commits).
+      await c.until(() => rest.some((n) => n.isLeader && n.status().conf.voters.join() === ids), 10_000);
+      const nl = rest.find((n) => n.isLeader) as FloeNode<KvResult>;
+      expect(await c.outcome(nl.propose(put('after')))).toHaveProperty('ok');
+      await c.stopAll();
+    });
+  }
+});
