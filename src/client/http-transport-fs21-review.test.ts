@@ -1,0 +1,90 @@
+// Review of FS-21 (a refused connection costs no backoff wait): scenarios where the SDK skips the wait although the
+// request may have reached a node, or tries an endpoint twice in one round without a wait.
+import { describe, expect, it } from 'vitest';
+import { type FetchResponseLike, HttpTransport } from './http-transport.js';
+
+function reply(status: number, body: unknown): FetchResponseLike {
+  const text = JSON.stringify(body);
+  return { status, headers: { get: () => null }, text: async () => text };
+}
+const granted = reply(200, { ok: true });
+
+/** A socket error as Node reports it (`code`, `syscall`), as the `cause` of undici's TypeError. */
+const sysError = (code: string, syscall: string, host: string) =>
+  Object.assign(new Error(`${syscall} ${code} ${host}`), { code, syscall });
+
+/** A transport whose attempts and waits go to one log, in order: a host, or `wait <ms>`. */
+function loggingTransport(
+  endpoints: string[],
+  answer: (host: string) => FetchResponseLike,
+  clock: { now: number; tick: number } = { now: 0, tick: 0 },
+) {
+  const log: string[] = [];
+  const t = new HttpTransport({
+    endpoints,
+    requestTimeoutMs: 2000,
+    fetch: async (url) => {
+      const host = new URL(url).host;
+      log.push(host);
+      return answer(host);
+    },
+    // A monotonic clock that moves by `tick` ms at every read (a real one moves between any two reads).
+    monotonic: () => {
+      const v = clock.now;
+      clock.now += clock.tick;
+      return v;
+    },
+    wall: () => clock.now,
+    sleep: async (ms) => {
+      log.push(`wait ${ms}`);
+      clock.now += ms;
+    },
+    random: () => 0.5,
+  });
+  return { t, log };
+}
+
+describe('FS-21 review: an error code that can also end a connection whose request was delivered', () => {
+  // Measured on Linux with Node 20.20 (undici 6.24): a keep-alive connection to a server on 10.9.0.1:8080; the server
+  // got and handled the request, then the route to it went (`ip rule ... unreachable`); after TCP's retransmissions
+  // fetch failed with TypeError('fetch failed', { cause: read ENETUNREACH }) (code ENETUNREACH, syscall 'read').
+  // The kernel reports the ICMP or routing error of an established connection (sk_err_soft) when its retransmissions
+  // time out: ECONNREFUSED, EHOSTUNREACH and ENETUNREACH all arise there, after the request reached the node.
+  // Only the syscall tells the connect (nothing sent) from a read or write on a connection (maybe delivered).
+  for (const code of ['ENETUNREACH', 'EHOSTUNREACH', 'ECONNREFUSED']) {
+    it(`a connection that failed with read ${code} after the node got the request still costs a backoff wait`, async () => {
+      const { t, log } = loggingTransport(['n1:8080', 'floe-lb:8080'], (host) => {
+        if (host === 'n1:8080')
+          throw new TypeError('fetch failed', { cause: sysError(code, 'read', '10.9.0.1:8080') });
+        return granted;
+      });
+      await t.post('/v1/x', {}, { budgetMs: 5000 });
+      expect(log).toEqual(['n1:8080', 'wait 25', 'floe-lb:8080']);
+    });
+  }
+
+  it('an answer whose body fails mid-read with read EHOSTUNREACH (the node got the request and answered) still costs a backoff wait', async () => {
+    // What undici's body stream rejects with when the socket fails mid-body: TypeError('terminated', { cause }).
+    const cutMidBody = (): FetchResponseLike => ({
+      status: 200,
+      headers: { get: () => null },
+      text: async () => {
+        throw new Error('not used: body given');
+      },
+      body: {
+        getReader: () =>
+          ({
+            read: async () => {
+              throw new TypeError('terminated', { cause: sysError('EHOSTUNREACH', 'read', '10.9.0.1:8080') });
+            },
+            cancel: async () => {},
+          }) as unknown as ReadableStreamDefaultReader<Uint8Array>,
+      },
+    });
+    const { t, log } = loggingTransport(['n1:8080', 'floe-lb:8080'], (host) =>
+      host === 'n1:8080' ? cutMidBody() : granted,
+    );
+    await t.post('/v1/x', {}, { budgetMs: 5000 });
+    expect(log).toEqual(['n1:8080', 'wait 25', 'floe-lb:8080']);
+  });
+});
