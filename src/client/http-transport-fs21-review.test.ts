@@ -1,7 +1,7 @@
 // Review of FS-21 (a refused connection costs no backoff wait): scenarios where the SDK skips the wait although the
 // request may have reached a node, or tries an endpoint twice in one round without a wait.
 import { describe, expect, it } from 'vitest';
-import { type FetchResponseLike, HttpTransport } from './http-transport.js';
+import { type FetchResponseLike, HttpTransport, LEARNED_ENDPOINT_TTL_MS } from './http-transport.js';
 
 function reply(status: number, body: unknown): FetchResponseLike {
   const text = JSON.stringify(body);
@@ -86,5 +86,40 @@ describe('FS-21 review: an error code that can also end a connection whose reque
     );
     await t.post('/v1/x', {}, { budgetMs: 5000 });
     expect(log).toEqual(['n1:8080', 'wait 25', 'floe-lb:8080']);
+  });
+});
+
+describe('FS-21 review: the endpoint checked for the round is the one tried next', () => {
+  it('a learned endpoint expiring between the round check and the next pick does not get a refusing endpoint tried twice without a wait', async () => {
+    // The only configured endpoint refuses; a learned endpoint (from an earlier call's redirect) reaches its TTL while
+    // the call goes on. With a clock that moves at every read, at some moment the round check sees it still learned
+    // (not tried since the wait: go on at once) and the pick, one read later, sees it expired: the configured endpoint,
+    // already tried in this round, is tried again at once.
+    const twiceInARow: Array<{ offset: number; log: string[] }> = [];
+    for (let offset = 0; offset < 40; offset++) {
+      let phase: 'learn' | 'run' = 'learn';
+      const clock = { now: 0, tick: 1 };
+      const { t, log } = loggingTransport(
+        ['n1:8080'],
+        (host) => {
+          if (phase === 'learn')
+            return host === 'n1:8080'
+              ? reply(307, { error: 'not_leader', leader: { httpAddr: 'n9:8080' } })
+              : granted;
+          throw new TypeError('fetch failed', { cause: sysError('ECONNREFUSED', 'connect', host) });
+        },
+        clock,
+      );
+      await t.post('/v1/x', {}, { budgetMs: 5000 });
+      expect(t.learnedEndpoints).toEqual(['http://n9:8080']);
+      phase = 'run';
+      log.length = 0;
+      clock.now = LEARNED_ENDPOINT_TTL_MS - offset;
+      await t.post('/v1/x', {}, { budgetMs: 3000 }).catch(() => {});
+      for (let i = 0; i + 1 < log.length; i++)
+        if (!log[i]?.startsWith('wait') && log[i] === log[i + 1])
+          twiceInARow.push({ offset, log: log.slice(0, 6) });
+    }
+    expect(twiceInARow).toEqual([]);
   });
 });
