@@ -2,7 +2,7 @@
 // (weighted), applies it, and schedules its end. Everything it draws comes from its own PRNG
 // stream, so adding a fault kind does not reshuffle the workload.
 
-import { UnsafeRemovalError } from '../../node/errors.js';
+import { NotLeaderError, UnsafeRemovalError } from '../../node/errors.js';
 import type { NodeId } from '../../raft/types.js';
 import type { Prng } from '../prng.js';
 import {
@@ -787,8 +787,19 @@ export class FaultDirector {
     const v = this.rng.pick(first);
     const force = c.cfg.removal?.force === true;
     this.trace(`n${lead.id} removes n${v.id}${force ? ' (force)' : ''}`);
+    // As `floe cluster remove` does: on a 307 (NotLeaderError naming the leader) ask the leader it names, once. The
+    // leader removing itself hands leadership over first and answers so (FS-22).
+    const remove = (): Promise<void> =>
+      node.removeMember(v.id, force ? { force } : undefined).catch((err: unknown) => {
+        const to = err instanceof NotLeaderError ? err.leader?.id : undefined;
+        const next = to === undefined ? undefined : c.hosts.find((h) => h.id === to);
+        if (!next?.node || !next.proc?.alive) throw err;
+        this.trace(`n${lead.id} answers: n${to} leads; n${to} removes n${v.id}`);
+        this.changeProc = next.proc;
+        return next.node.removeMember(v.id, force ? { force } : undefined);
+      });
     sched.after(0, lead.proc, 'remove-member', () => {
-      node.removeMember(v.id, force ? { force } : undefined).then(
+      remove().then(
         () => {
           // Retired: the machine is switched off (it stops itself if it applied its removal).
           v.removed = true;
