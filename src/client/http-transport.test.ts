@@ -442,3 +442,40 @@ describe('HttpTransport: a refused connection costs no backoff wait (FS-21)', ()
     }
   });
 });
+
+// Review of FS-21: behind a real HTTP balancer (nginx, an ingress) with every backend down, the answer is a bare 502 or
+// 503 with an HTML body, no Floe error code. It said `http_502`/`http_503` and the SDK gave up at once, final.
+describe('HttpTransport: a balancer answering for nodes it cannot reach', () => {
+  for (const status of [502, 503]) {
+    it(`a bare ${status} with no Floe body is retried after a backoff, on the next endpoint`, async () => {
+      let lbCalls = 0;
+      const r = recordingTransport(['floe-lb:8080', 'n1:8080'], (host) => {
+        if (host === 'floe-lb:8080') {
+          lbCalls++;
+          return {
+            status,
+            headers: { get: () => null },
+            text: async () => `<html><body><h1>${status} Bad Gateway</h1></body></html>`,
+          };
+        }
+        return granted;
+      });
+      const res = await r.t.post('/v1/apps/svc/workers/acquire', {}, { budgetMs: 10_000 });
+      expect(res.endpoint).toBe('http://n1:8080');
+      expect(lbCalls).toBe(1);
+      expect(r.sleeps.length).toBe(1);
+    });
+  }
+
+  it('a 4xx with no Floe body stays final', async () => {
+    const r = recordingTransport(['floe-lb:8080', 'n1:8080'], () => ({
+      status: 404,
+      headers: { get: () => null },
+      text: async () => 'not found',
+    }));
+    await expect(r.t.post('/v1/apps/svc/workers/acquire', {}, { budgetMs: 10_000 })).rejects.toThrow(
+      /http_404|not found/,
+    );
+    expect(r.sent.length).toBe(1);
+  });
+});

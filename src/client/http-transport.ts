@@ -60,6 +60,10 @@ const RETRYABLE_CODES = new Set([
   'not_committed',
   // A node that does not know the cluster's UUID yet (docs/cluster-identity.md): its first leader is minting it.
   'not_ready',
+  // A balancer or proxy in front of the nodes, with no Floe answer (a body that is not Floe's): no healthy backend
+  // (502, 503) — a gateway's timeout (504) is retried whatever its body (review of FS-21).
+  'http_502',
+  'http_503',
 ]);
 /** A server's Retry-After is honoured up to this: a new leader is usually ready well within it. */
 const MAX_RETRY_AFTER_MS = 1000;
@@ -193,8 +197,11 @@ export class HttpTransport {
     let learnedTries = 0;
     /** The endpoints tried since the call started or since its last backoff wait: the current round (FS-21). */
     const sinceWait = new Set<string>();
+    /** Set when the round check below chose to go on at once: the pick must see the learned endpoints it saw. */
+    let predicted = false;
     for (;;) {
-      this.expireLearned();
+      if (!predicted) this.expireLearned();
+      predicted = false;
       let endpoint: string;
       /** One of the learned endpoints tried once the others failed (not a redirect's target, nor the leader). */
       let extra = false;
@@ -331,10 +338,14 @@ export class HttpTransport {
       const elapsed = this.o.monotonic() - started;
       if (elapsed >= call.budgetMs) throw new FloeUnavailableError(path, attempts, lastError);
       // The request reached no server (FS-21): the next endpoint at once, unless the round is over (it was tried since
-      // the last wait). No other state changes here: the next iteration picks the endpoint upNext names.
+      // the last wait). No other state changes here: the next iteration picks the endpoint upNext names, without
+      // expiring learned endpoints again in between (one could expire and leave a refusing endpoint tried twice).
       if (notSent(lastError)) {
         this.expireLearned();
-        if (!sinceWait.has(this.upNext(learnedTries, tried).endpoint)) continue;
+        if (!sinceWait.has(this.upNext(learnedTries, tried).endpoint)) {
+          predicted = true;
+          continue;
+        }
       }
       sinceWait.clear();
       const wait = Math.min(
@@ -486,24 +497,29 @@ async function readStream(
 }
 
 /**
- * Whether a failed attempt's request certainly reached no server: `fetch` failed with a `cause` whose `code` is one of
- * NOT_SENT_CODES (an AggregateError of several addresses' connects carries the first one's code; without one, every
- * address's error must be such a failure).
+ * Whether a failed attempt's request certainly reached no server: `fetch` failed while connecting. Its `cause` is the
+ * system error of the connect (`syscall` `connect`) or of the name lookup (`getaddrinfo`) with a `code` of
+ * NOT_SENT_CODES. The same codes also end a connection that was already open (`syscall` `read` or `write`: a
+ * retransmission timed out after an ICMP error, a body cut mid-read), where the node may have the request: those
+ * wait, as any other failure (review of FS-21). An AggregateError of several addresses' connects counts only when
+ * every one of its errors is such a failure.
  */
 function notSent(e: unknown): boolean {
   if (!(e instanceof Error)) return false;
   const cause = (e as { cause?: unknown }).cause;
   if (typeof cause !== 'object' || cause === null) return false;
-  const code = (cause as { code?: unknown }).code;
-  if (typeof code === 'string') return NOT_SENT_CODES.has(code);
   const errors = (cause as { errors?: unknown }).errors;
+  if (Array.isArray(errors)) return errors.length > 0 && errors.every(failedToConnect);
+  return failedToConnect(cause);
+}
+
+function failedToConnect(x: unknown): boolean {
+  if (typeof x !== 'object' || x === null) return false;
+  const { code, syscall } = x as { code?: unknown; syscall?: unknown };
   return (
-    Array.isArray(errors) &&
-    errors.length > 0 &&
-    errors.every((x) => {
-      const c = (x as { code?: unknown } | null)?.code;
-      return typeof c === 'string' && NOT_SENT_CODES.has(c);
-    })
+    typeof code === 'string' &&
+    NOT_SENT_CODES.has(code) &&
+    (syscall === 'connect' || syscall === 'getaddrinfo')
   );
 }
 

@@ -591,7 +591,11 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
       return to;
     };
     // The marks are cleared every check-quorum round (see whenSafeToRemove): wait one round for an answer.
-    await this.whileLeading(() => successor() !== NONE, this.removalWaitMs(), () => undefined);
+    await this.whileLeading(
+      () => successor() !== NONE,
+      this.removalWaitMs(),
+      () => undefined,
+    );
     const to = successor();
     if (to === NONE) return; // nobody answers (only with force): propose as before
     this.log.info({ to }, 'handing leadership over before this node is removed');

@@ -150,6 +150,19 @@ export class HttpRouter {
         return;
       }
       const nodeProc = host.up ? host.proc : undefined;
+      const fromNode = /^n(\d+)$/.exec(clientName);
+      const cut = (a: number, b: number) => fromNode !== null && this.nodeLinkBlocked(a, b);
+      // Across a cut link the SYN, or the RST that answers it, is lost: no refusal, the caller's timeout ends it
+      // (review of FS-21; before, a cut client was refused at once by a down node and moved on without a wait).
+      const linkCut = () =>
+        this.blocked.has(`${clientName}->${host.id}`) ||
+        this.blocked.has(`${host.id}->${clientName}`) ||
+        cut(Number(fromNode?.[1]), host.id) ||
+        cut(host.id, Number(fromNode?.[1]));
+      if ((nodeProc === undefined || !host.app) && linkCut()) {
+        this.stats.lost++;
+        return;
+      }
       if (nodeProc === undefined || !host.app) {
         this.stats.refused++;
         w.sched.after(this.delay(), client, 'http-refused', () =>
@@ -158,8 +171,6 @@ export class HttpRouter {
         return;
       }
       const c = this.conditions();
-      const fromNode = /^n(\d+)$/.exec(clientName);
-      const cut = (a: number, b: number) => fromNode !== null && this.nodeLinkBlocked(a, b);
       if (
         this.blocked.has(`${clientName}->${host.id}`) ||
         cut(Number(fromNode?.[1]), host.id) ||
