@@ -84,3 +84,58 @@ describe('floe cluster remove: review probes', () => {
     expect(hint).toContain(`--endpoint ${endpoint}`);
   });
 });
+
+// ---- adversarial review of FS-22 (rev-fs22) -------------------------------------------------------
+
+describe('floe cluster remove <leader>: the 307 to the new leader, with credentials (review of FS-22)', () => {
+  const others: Server[] = [];
+  afterEach(async () => {
+    await Promise.all(others.splice(0).map((s) => new Promise<void>((r) => s.close(() => r()))));
+  });
+
+  /** A node with auth on: 401 without `Authorization: Basic admin:pw`; otherwise `answer`. */
+  async function authNode(
+    asked: string[],
+    answer: (res: import('node:http').ServerResponse) => void,
+  ): Promise<string> {
+    const s = createServer((req, res) => {
+      asked.push(`${req.method} ${req.url} ${req.headers.authorization ?? '-'}`);
+      res.setHeader('content-type', 'application/json');
+      if (req.headers.authorization !== `Basic ${Buffer.from('admin:pw').toString('base64')}`) {
+        res.statusCode = 401;
+        return res.end(JSON.stringify({ error: 'unauthorized', message: 'authentication required' }));
+      }
+      answer(res);
+    });
+    others.push(s);
+    await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
+    return `127.0.0.1:${(s.address() as AddressInfo).port}`;
+  }
+
+  it('the old leader hands over and answers 307: the CLI sends $FLOE_USER/$FLOE_PASSWORD to both and prints the new leader’s view', async () => {
+    const asked: string[] = [];
+    const newLeader = await authNode(asked, (res) =>
+      res.end(JSON.stringify({ ...view, id: 2, leader: 2, members: [{ ...view.members[0], id: 2 }] })),
+    );
+    const oldLeader = await authNode(asked, (res) => {
+      res.statusCode = 307;
+      res.setHeader('location', `http://${newLeader}/v1/members/1`);
+      res.end(
+        JSON.stringify({
+          error: 'not_leader',
+          message: 'not the leader',
+          leader: { id: 2, httpAddr: newLeader },
+        }),
+      );
+    });
+    const r = await runCaptured(['cluster', 'remove', '1', '--endpoint', oldLeader], {
+      FLOE_USER: 'admin',
+      FLOE_PASSWORD: 'pw',
+    });
+    const auth = `Basic ${Buffer.from('admin:pw').toString('base64')}`;
+    expect(asked).toEqual([`DELETE /v1/members/1 ${auth}`, `DELETE /v1/members/1 ${auth}`]);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/^leader 2 /);
+  });
+});

@@ -31,6 +31,8 @@ function cluster(size: number) {
   const ids = Array.from({ length: size }, (_, i) => i + 1);
   const sinks = new Map<NodeId, TransportSink>();
   const down = new Set<NodeId>();
+  /** Review FS-22: messages for which `lose.fn` answers true are lost on the wire (decided when sent). */
+  const lose: { fn?: (m: Message) => boolean } = {};
   const transport = (): NodeTransport => ({
     send(messages: Message[]) {
       for (const m of messages) {
@@ -39,6 +41,7 @@ function cluster(size: number) {
             vt.setTimeout(() => sinks.get(m.from)?.onSnapshotStatus(m.to, false), LATENCY_MS);
           continue;
         }
+        if (lose.fn?.(m)) continue;
         vt.setTimeout(() => {
           if (down.has(m.to) || down.has(m.from)) return;
           sinks.get(m.to)?.onMessage(m);
@@ -92,7 +95,7 @@ function cluster(size: number) {
   const stopAll = async () => {
     await outcome(Promise.all(nodes.map((n) => n.stop('test over'))), 60_000);
   };
-  return { vt, nodes, down, until, outcome, leader, stopAll };
+  return { vt, nodes, down, lose, until, outcome, leader, stopAll };
 }
 
 const put = (v: string) => encodeKvCommand({ op: 'put', key: 'k', value: v });
@@ -387,4 +390,185 @@ describe('removeMember of the leader itself (FS-22)', () => {
       await c.stopAll();
     });
   }
+});
+
+// ---- adversarial review of FS-22 (rev-fs22) -------------------------------------------------------
+
+/** What `floe cluster remove` does: ask `via`, follow NotLeaderError's leader (up to 4 hops, as the CLI). */
+async function removeFollowing(
+  c: ReturnType<typeof cluster>,
+  via: FloeNode<KvResult>,
+  id: NodeId,
+  op: (n: FloeNode<KvResult>) => Promise<void> = (n) => n.removeMember(id),
+): Promise<{ ok: unknown } | { err: unknown }> {
+  let at = via;
+  for (let hop = 0; ; hop++) {
+    const r = await c.outcome(op(at), 20_000);
+    if (hop >= 3 || !('err' in r) || !(r.err instanceof NotLeaderError) || r.err.leader === undefined)
+      return r;
+    const leaderId = r.err.leader.id;
+    at = c.nodes.find((n) => n.id === leaderId) as FloeNode<KvResult>;
+  }
+}
+
+describe('removeMember of the leader itself (FS-22), review probes', () => {
+  for (const size of [2, 3, 4, 5] as const) {
+    // Also run for seeds 1-40 at 30% loss while reviewing: all passed.
+    for (const seed of [1, 2, 3]) {
+      it(`${size} voters, 15% of messages lost (seed ${seed}): once the operator's removal of the leader succeeds and it is switched off, the rest elect a leader without it`, async () => {
+        const c = cluster(size);
+        const { l } = await settled(c);
+        const rnd = seeded(seed * 104729);
+        c.lose.fn = () => rnd(100) < 15;
+        let r: { ok: unknown } | { err: unknown } = { err: undefined };
+        // The operator retries what fails (a removal under loss may time out or find no one to hand over to).
+        for (let attempt = 0; attempt < 6 && !('ok' in r); attempt++) {
+          // Always asks the node being removed (it may lead again, or the CLI is pointed at it).
+          r = await removeFollowing(c, l, l.id);
+          if ('ok' in r) break;
+          // Already removed by an attempt whose answer was lost: done.
+          const lead = c.nodes.find((n) => n.isLeader && n !== l);
+          if (lead && !lead.status().conf.voters.includes(l.id)) {
+            r = { ok: undefined };
+            break;
+          }
+          await c.vt.advance(ELECTION_TICKS * TICK_MS);
+        }
+        expect(r).toEqual({ ok: undefined });
+        c.down.add(l.id);
+        const rest = c.nodes.filter((n) => n !== l);
+        const ids = rest.map((n) => n.id).join();
+        await c.until(() => rest.some((n) => n.isLeader && n.status().conf.voters.join() === ids), 20_000);
+        const nl = rest.find((n) => n.isLeader) as FloeNode<KvResult>;
+        c.lose.fn = undefined;
+        expect(await c.outcome(nl.propose(put('after')))).toHaveProperty('ok');
+        await c.stopAll();
+      });
+    }
+  }
+
+  // FS-23 (open, a known limitation; `it.fails` pins it: when it is fixed this test fails, and becomes `it`). docs/node.md:
+  // "a removed node stops by itself" — only once it learns its removal committed. Before FS-22's fix a leader removing
+  // itself computed the commit itself and always stopped; now it is a follower, like any removed follower, and
+  // learns of its removal only from the new leader, which stops talking to it once it has applied the removal.
+  // Liveness of the cluster is not at stake (the voters left lead); the removed node lingers as a pre-candidate
+  // until its machine is switched off, which removing a member is for.
+  it.fails('FS-23 (open): the removed old leader stops by itself even when the new leader’s message carrying the commit of its removal is lost', async () => {
+    const c = cluster(2);
+    const { l, followers } = await settled(c);
+    const peer = followers[0] as FloeNode<KvResult>;
+    const r1 = await c.outcome(l.removeMember(l.id));
+    expect('err' in r1 && r1.err).toBeInstanceOf(NotLeaderError);
+    expect(peer.isLeader).toBe(true);
+    // The removal's entry: the first append from the new leader carrying a membership entry.
+    let removalAt = Number.POSITIVE_INFINITY;
+    c.lose.fn = (m) => {
+      if (m.from !== peer.id || m.to !== l.id) return false;
+      if (m.type === 'app') {
+        const conf = m.entries.find((e) => e.type === 'conf');
+        if (conf && conf.index < removalAt) removalAt = conf.index;
+      }
+      const drop = 'commit' in m && (m as { commit: number }).commit >= removalAt;
+      return drop;
+    };
+    const p = c.outcome(peer.removeMember(l.id));
+    const r2 = await p;
+    expect(r2).toEqual({ ok: undefined });
+    // The old leader is not switched off: it should learn it was removed and stop.
+    await c.vt.advance(10 * ELECTION_TICKS * TICK_MS);
+    expect(l.stopped).toMatch(/removed/);
+    await c.stopAll();
+  });
+
+  it('the transferee crashing mid-transfer (3 voters): the call settles within bounds, proposes nothing, the leader keeps leading', async () => {
+    const c = cluster(3);
+    const { l, followers } = await settled(c);
+    const before = l.status().lastIndex;
+    const t0 = c.vt.now;
+    const p = c.outcome(l.removeMember(l.id), 20_000);
+    // Both followers answer with the same match: the first voter in order is chosen. It dies before TimeoutNow lands.
+    const target = Math.min(...followers.map((f) => f.id));
+    await c.vt.advance(1);
+    c.down.add(target);
+    const r = await p;
+    expect('err' in r && (r.err as Error).name).toBe('ProposalDroppedError');
+    expect(c.vt.now - t0).toBeLessThanOrEqual(3 * ELECTION_TICKS * TICK_MS);
+    expect(l.isLeader).toBe(true);
+    expect(l.status().lastIndex).toBe(before);
+    await c.stopAll();
+  });
+
+  it('asked twice at once, the leader proposes nothing and both calls name the same new leader', async () => {
+    const c = cluster(3);
+    const { l } = await settled(c);
+    const [a, b] = await Promise.all([c.outcome(l.removeMember(l.id)), c.outcome(l.removeMember(l.id))]);
+    expect('err' in a && a.err).toBeInstanceOf(NotLeaderError);
+    expect('err' in b && b.err).toBeInstanceOf(NotLeaderError);
+    const ea = (a as { err: NotLeaderError }).err;
+    const eb = (b as { err: NotLeaderError }).err;
+    expect(ea.leader?.id).toBe(eb.leader?.id);
+    const nl = c.nodes.find((n) => n.id === ea.leader?.id) as FloeNode<KvResult>;
+    expect(nl.isLeader).toBe(true);
+    expect(nl.status().conf.voters).toEqual([1, 2, 3]);
+    await c.stopAll();
+  });
+
+  for (const size of [2, 3] as const) {
+    it(`${size} voters: addLearner(self) on the leader hands over; following it demotes the old leader, which keeps running as a learner; switched off, the voters left lead`, async () => {
+      const c = cluster(size);
+      const { l } = await settled(c);
+      const r = await removeFollowing(c, l, l.id, (n) => n.addLearner({ id: l.id, peerAddr: `mem:${l.id}` }));
+      expect(r).toEqual({ ok: undefined });
+      c.down.add(l.id);
+      const rest = c.nodes.filter((n) => n !== l);
+      const ids = rest.map((n) => n.id).join();
+      await c.until(() => rest.some((n) => n.isLeader && n.status().conf.voters.join() === ids), 10_000);
+      const nl = rest.find((n) => n.isLeader) as FloeNode<KvResult>;
+      expect(nl.status().conf.learners).toEqual([l.id]);
+      expect(await c.outcome(nl.propose(put('after')))).toHaveProperty('ok');
+      await c.stopAll();
+    });
+  }
+
+  it('stop() mid-hand-over settles the removal and leaves no timer behind', async () => {
+    const c = cluster(3);
+    const { l } = await settled(c);
+    const p = c.outcome(l.removeMember(l.id), 20_000);
+    await c.vt.advance(1);
+    const stopped = c.outcome(Promise.all(c.nodes.map((n) => n.stop('test over'))), 60_000);
+    const r = await p;
+    expect('err' in r && (r.err as Error).name).toMatch(/^(NodeStoppedError|NotLeaderError)$/);
+    await stopped;
+    expect(c.vt.pendingTimers).toBe(0);
+  });
+
+  it('asked through a follower (the CLI follows the leader, then the new leader), the leader ends removed and the rest lead', async () => {
+    const c = cluster(3);
+    const { l, followers } = await settled(c);
+    const r = await removeFollowing(c, followers[1] as FloeNode<KvResult>, l.id);
+    expect(r).toEqual({ ok: undefined });
+    c.down.add(l.id);
+    const rest = c.nodes.filter((n) => n !== l);
+    const ids = rest.map((n) => n.id).join();
+    await c.until(() => rest.some((n) => n.isLeader && n.status().conf.voters.join() === ids), 10_000);
+    await c.stopAll();
+  });
+
+  it('the last voter removing or demoting itself is refused within a round, proposing nothing', async () => {
+    const c = cluster(1);
+    const { l } = await settled(c);
+    const before = l.status().lastIndex;
+    const t0 = c.vt.now;
+    for (const op of [
+      () => l.removeMember(l.id),
+      () => l.addLearner({ id: l.id, peerAddr: `mem:${l.id}` }),
+    ]) {
+      const r = await c.outcome(op());
+      expect('err' in r && (r.err as Error).name).toBe('InvalidConfChangeError');
+    }
+    expect(c.vt.now - t0).toBeLessThanOrEqual(2 * (ELECTION_TICKS + 1) * TICK_MS + 10);
+    expect(l.status().lastIndex).toBe(before);
+    expect(l.isLeader).toBe(true);
+    await c.stopAll();
+  });
 });

@@ -29,23 +29,42 @@ class ApiError extends UsageError {
   }
 }
 
-/** Calls a node's HTTP admin API; follows 307 redirects to the leader; errors name the endpoint. */
+/** Where a cluster command goes, and as whom (`--user`/`--password`, else $FLOE_USER/$FLOE_PASSWORD). */
+interface ClusterConn {
+  endpoint: string;
+  user?: string;
+  password?: string;
+}
+
+/**
+ * Calls a node's HTTP admin API; follows 307 redirects to the leader; errors name the endpoint. With auth on, every
+ * hop carries the credentials (the leader a member redirects to is a member of the same cluster; before, `floe
+ * cluster` sent none and got 401 — review of FS-22).
+ */
 async function call<T>(
-  endpoint: string,
+  io: CliIO,
+  conn: ClusterConn,
   method: string,
   path: string,
   body?: unknown,
   timeoutMs = 15_000,
 ): Promise<T> {
+  const endpoint = conn.endpoint;
   let url = endpointUrl('--endpoint', endpoint);
-  const fetch = adminFetch(process.env);
+  const fetch = adminFetch(io.env);
+  const user = conn.user ?? io.env.FLOE_USER;
+  const password = conn.password ?? io.env.FLOE_PASSWORD;
+  const headers: Record<string, string> = {};
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  if (user && password)
+    headers.authorization = `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
   let res: Awaited<ReturnType<typeof fetch>> | undefined;
   // Follows the leader by hand (307 with the leader's address), in the endpoint's scheme.
   for (let hop = 0; hop < 4; hop++) {
     try {
       res = await fetch(`${url}${path}`, {
         method,
-        headers: body === undefined ? {} : { 'content-type': 'application/json' },
+        headers,
         body: body === undefined ? undefined : JSON.stringify(body),
         signal: AbortSignal.timeout(timeoutMs),
       });
@@ -98,9 +117,11 @@ export function clusterCommand(io: CliIO): Command {
     .command('status')
     .description('members, roles, leader, term, commit and applied index')
     .option('--endpoint <host:port>', 'any member’s HTTP address', DEFAULT_ENDPOINT)
+    .option('--user <name>', 'authenticate as (default $FLOE_USER)')
+    .option('--password <pw>', 'password (default $FLOE_PASSWORD)')
     .option('--json', 'print JSON')
-    .action(async (opts: { endpoint: string; json?: boolean }) => {
-      const v = await call<ClusterView>(opts.endpoint, 'GET', '/v1/cluster');
+    .action(async (opts: ClusterConn & { json?: boolean }) => {
+      const v = await call<ClusterView>(io, opts, 'GET', '/v1/cluster');
       if (opts.json) io.out(`${JSON.stringify(v)}\n`);
       else printStatus(io, v);
     });
@@ -109,8 +130,10 @@ export function clusterCommand(io: CliIO): Command {
     .command('uid')
     .description("the cluster's UUID, for the SDK's clusterUid option (every answer names it)")
     .option('--endpoint <host:port>', 'any member’s HTTP address', DEFAULT_ENDPOINT)
-    .action(async (opts: { endpoint: string }) => {
-      const v = await call<ClusterView>(opts.endpoint, 'GET', '/v1/cluster');
+    .option('--user <name>', 'authenticate as (default $FLOE_USER)')
+    .option('--password <pw>', 'password (default $FLOE_PASSWORD)')
+    .action(async (opts: ClusterConn) => {
+      const v = await call<ClusterView>(io, opts, 'GET', '/v1/cluster');
       if (v.cluster === null || v.cluster === undefined)
         throw new UsageError(
           `node ${v.id} does not know the cluster's UUID yet (no leader has minted it); retry`,
@@ -128,10 +151,12 @@ export function clusterCommand(io: CliIO): Command {
       'any member’s HTTP address (requests go to the leader)',
       DEFAULT_ENDPOINT,
     )
+    .option('--user <name>', 'authenticate as (default $FLOE_USER)')
+    .option('--password <pw>', 'password (default $FLOE_PASSWORD)')
     .option('--http-addr <host:port>', 'its HTTP address, for redirects')
     .option('--json', 'print JSON')
     .action(
-      async (id: string, peerAddr: string, opts: { endpoint: string; httpAddr?: string; json?: boolean }) => {
+      async (id: string, peerAddr: string, opts: ClusterConn & { httpAddr?: string; json?: boolean }) => {
         const memberId = parseIntOption('<id>', id, 1, Number.MAX_SAFE_INTEGER);
         try {
           parseHostPort('<peer-addr>', peerAddr);
@@ -140,7 +165,8 @@ export function clusterCommand(io: CliIO): Command {
           throw err;
         }
         const v = await call<ClusterView>(
-          opts.endpoint,
+          io,
+          opts,
           'POST',
           '/v1/members',
           {
@@ -158,21 +184,23 @@ export function clusterCommand(io: CliIO): Command {
   cluster
     .command('remove')
     .description(
-      'remove a member (a removed leader steps down); refused when the voters left that answer the leader would not be a quorum',
+      'remove a member (the leader hands leadership over first); refused when the voters left that answer the leader would not be a quorum',
     )
     .argument('<id>', 'member id')
     .option('--endpoint <host:port>', 'any member’s HTTP address', DEFAULT_ENDPOINT)
+    .option('--user <name>', 'authenticate as (default $FLOE_USER)')
+    .option('--password <pw>', 'password (default $FLOE_PASSWORD)')
     .option(
       '--force',
       'skip the strict reconfiguration check: remove the voter even though the remaining voters that answer are not a quorum',
     )
     .option('--json', 'print JSON')
-    .action(async (id: string, opts: { endpoint: string; force?: boolean; json?: boolean }) => {
+    .action(async (id: string, opts: ClusterConn & { force?: boolean; json?: boolean }) => {
       const memberId = parseIntOption('<id>', id, 1, Number.MAX_SAFE_INTEGER);
       const path = `/v1/members/${memberId}${opts.force ? '?force=true' : ''}`;
       let v: ClusterView;
       try {
-        v = await call<ClusterView>(opts.endpoint, 'DELETE', path);
+        v = await call<ClusterView>(io, opts, 'DELETE', path);
       } catch (err) {
         if (err instanceof ApiError && err.code === 'unsafe_removal')
           throw new CommandFailedError(
@@ -190,10 +218,12 @@ export function clusterCommand(io: CliIO): Command {
     .description('hand leadership to another voter')
     .argument('<id>', 'the member that should lead')
     .option('--endpoint <host:port>', 'any member’s HTTP address', DEFAULT_ENDPOINT)
+    .option('--user <name>', 'authenticate as (default $FLOE_USER)')
+    .option('--password <pw>', 'password (default $FLOE_PASSWORD)')
     .option('--json', 'print JSON')
-    .action(async (id: string, opts: { endpoint: string; json?: boolean }) => {
+    .action(async (id: string, opts: ClusterConn & { json?: boolean }) => {
       const to = parseIntOption('<id>', id, 1, Number.MAX_SAFE_INTEGER);
-      const v = await call<ClusterView>(opts.endpoint, 'POST', '/v1/leader/transfer', { to });
+      const v = await call<ClusterView>(io, opts, 'POST', '/v1/leader/transfer', { to });
       if (opts.json) io.out(`${JSON.stringify(v)}\n`);
       else printStatus(io, v);
     });
