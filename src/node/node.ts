@@ -578,25 +578,13 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
    */
   private async handOverBeforeLeaving(): Promise<void> {
     if (this.raw.role !== 'leader') return;
-    const successor = (): NodeId => {
-      const st = this.raw.status();
-      let to: NodeId = NONE;
-      let best = -1;
-      for (const v of st.conf.voters) {
-        const pr = st.progress?.[v];
-        if (v === this.id || pr?.recentActive !== true || pr.match <= best) continue;
-        to = v;
-        best = pr.match;
-      }
-      return to;
-    };
     // The marks are cleared every check-quorum round (see whenSafeToRemove): wait one round for an answer.
     await this.whileLeading(
-      () => successor() !== NONE,
+      () => this.successor() !== NONE,
       this.removalWaitMs(),
       () => undefined,
     );
-    const to = successor();
+    const to = this.successor();
     if (to === NONE) return; // nobody answers (only with force): propose as before
     this.log.info({ to }, 'handing leadership over before this node is removed');
     try {
@@ -840,19 +828,30 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     await this.closing;
   }
 
+  /**
+   * The voter a leader hands over to: the most caught-up other voter that answered within the
+   * current check-quorum round (`recentActive`); NONE when none did. A voter that does not answer
+   * would never campaign: a transfer to it only stalls proposals until it is given up.
+   */
+  private successor(): NodeId {
+    const st = this.raw.status();
+    if (st.role !== 'leader') return NONE;
+    let to: NodeId = NONE;
+    let best = -1;
+    for (const v of st.conf.voters) {
+      const pr = st.progress?.[v];
+      if (v === this.id || pr?.recentActive !== true || pr.match <= best) continue;
+      to = v;
+      best = pr.match;
+    }
+    return to;
+  }
+
   private async handOver(): Promise<void> {
     if (this.role === 'leader' && this.conf.voters.length > 1) {
-      const st = this.raw.status();
-      let best: NodeId = NONE;
-      let bestMatch = -1;
-      for (const v of this.conf.voters) {
-        if (v === this.id) continue;
-        const m = st.progress?.[v]?.match ?? -1;
-        if (m > bestMatch) {
-          best = v;
-          bestMatch = m;
-        }
-      }
+      // Before, the most caught-up voter whether it answered or not: a dead one stalled the stop for two
+      // election timeouts, proposals dropped meanwhile, and then an election timeout more.
+      const best = this.successor();
       if (best !== NONE) {
         try {
           await this.transferLeadership(best, this.opts.tickMs * this.opts.electionTicks * 2);

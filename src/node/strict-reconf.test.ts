@@ -572,3 +572,26 @@ describe('removeMember of the leader itself (FS-22), review probes', () => {
     await c.stopAll();
   });
 });
+
+describe('stop(): the leader hands over to a voter that answers', () => {
+  it('a down voter with the longest log is passed over for one that answers: the successor leads at once', async () => {
+    const c = cluster(3);
+    const { l, followers } = await settled(c);
+    const [dead, behind] = followers as [FloeNode<KvResult>, FloeNode<KvResult>];
+    // `behind` answers heartbeats but gets no appends: `dead` holds the longer log when it goes down.
+    c.lose.fn = (m) => m.to === behind.id && m.type === 'app';
+    expect(await c.outcome(l.propose(put('b')))).toHaveProperty('ok');
+    await takeDown(c, l, dead.id);
+    expect(l.status().progress?.[dead.id]?.match).toBeGreaterThan(
+      l.status().progress?.[behind.id]?.match ?? 0,
+    );
+    // Marks are cleared every round: the moment `behind` has answered in this one.
+    await c.until(() => l.status().progress?.[behind.id]?.recentActive === true);
+    c.lose.fn = undefined;
+    const stopped = c.outcome(l.stop('test over'), 10_000);
+    // Within one election timeout: a transfer, not an election after the old leader's silence.
+    await c.until(() => behind.isLeader, ELECTION_TICKS * TICK_MS);
+    expect(await stopped).toEqual({ ok: undefined });
+    await c.stopAll();
+  });
+});
