@@ -1,7 +1,8 @@
 // Review of FS-21 (a refused connection costs no backoff wait): scenarios where the SDK skips the wait although the
 // request may have reached a node, or tries an endpoint twice in one round without a wait.
 import { describe, expect, it } from 'vitest';
-import { type FetchResponseLike, HttpTransport, LEARNED_ENDPOINT_TTL_MS } from './http-transport.js';
+import { type FetchResponseLike, LEARNED_ENDPOINT_TTL_MS } from './http-transport.js';
+import { loggingTransport } from './test-doubles.js';
 
 function reply(status: number, body: unknown): FetchResponseLike {
   const text = JSON.stringify(body);
@@ -12,37 +13,6 @@ const granted = reply(200, { ok: true });
 /** A socket error as Node reports it (`code`, `syscall`), as the `cause` of undici's TypeError. */
 const sysError = (code: string, syscall: string, host: string) =>
   Object.assign(new Error(`${syscall} ${code} ${host}`), { code, syscall });
-
-/** A transport whose attempts and waits go to one log, in order: a host, or `wait <ms>`. */
-function loggingTransport(
-  endpoints: string[],
-  answer: (host: string) => FetchResponseLike,
-  clock: { now: number; tick: number } = { now: 0, tick: 0 },
-) {
-  const log: string[] = [];
-  const t = new HttpTransport({
-    endpoints,
-    requestTimeoutMs: 2000,
-    fetch: async (url) => {
-      const host = new URL(url).host;
-      log.push(host);
-      return answer(host);
-    },
-    // A monotonic clock that moves by `tick` ms at every read (a real one moves between any two reads).
-    monotonic: () => {
-      const v = clock.now;
-      clock.now += clock.tick;
-      return v;
-    },
-    wall: () => clock.now,
-    sleep: async (ms) => {
-      log.push(`wait ${ms}`);
-      clock.now += ms;
-    },
-    random: () => 0.5,
-  });
-  return { t, log };
-}
 
 describe('FS-21 review: an error code that can also end a connection whose request was delivered', () => {
   // Measured on Linux with Node 20.20 (undici 6.24): a keep-alive connection to a server on 10.9.0.1:8080; the server

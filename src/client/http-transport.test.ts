@@ -9,7 +9,7 @@ import {
   MAX_LEARNED_PER_CALL,
   MAX_RESPONSE_BYTES,
 } from './http-transport.js';
-import { virtualTransport } from './test-doubles.js';
+import { loggingTransport, virtualTransport } from './test-doubles.js';
 
 function reply(status: number, body: unknown): FetchResponseLike {
   return { status, headers: { get: () => null }, text: async () => JSON.stringify(body) };
@@ -351,28 +351,6 @@ describe('HttpTransport: a learned endpoint leads only once its answer is confir
 // landed on a process that was never added (503 not_ready), and the client's nodeId issued no ID for 30 s after the
 // faults ended.
 describe('HttpTransport: a refused connection costs no backoff wait (FS-21)', () => {
-  /** A transport whose attempts and waits go to one log, in order: a host, or `wait <ms>`. */
-  function loggingTransport(endpoints: string[], answer: (host: string) => FetchResponseLike) {
-    let now = 0;
-    const log: string[] = [];
-    const t = new HttpTransport({
-      endpoints,
-      requestTimeoutMs: 2000,
-      fetch: async (url) => {
-        const host = new URL(url).host;
-        log.push(host);
-        return answer(host);
-      },
-      monotonic: () => now,
-      wall: () => now,
-      sleep: async (ms) => {
-        log.push(`wait ${ms}`);
-        now += ms;
-      },
-      random: () => 0.5,
-    });
-    return { t, log };
-  }
   const notReady: FetchResponseLike = {
     status: 503,
     headers: { get: (n) => (n === 'retry-after' ? '1' : null) },

@@ -396,3 +396,36 @@ export function virtualTransport(
   });
   return { t, hosts };
 }
+
+/**
+ * A transport whose attempts and waits go to one log, in order: a host, or `wait <ms>`. Its monotonic clock moves by
+ * `clock.tick` ms at every read (a real one moves between any two reads); 0 keeps it still between waits.
+ */
+export function loggingTransport(
+  endpoints: string[],
+  answer: (host: string) => FetchResponseLike,
+  clock: { now: number; tick: number } = { now: 0, tick: 0 },
+) {
+  const log: string[] = [];
+  const t = new HttpTransport({
+    endpoints,
+    requestTimeoutMs: 2000,
+    fetch: async (url) => {
+      const host = new URL(url).host;
+      log.push(host);
+      return answer(host);
+    },
+    monotonic: () => {
+      const v = clock.now;
+      clock.now += clock.tick;
+      return v;
+    },
+    wall: () => clock.now,
+    sleep: async (ms) => {
+      log.push(`wait ${ms}`);
+      clock.now += ms;
+    },
+    random: () => 0.5,
+  });
+  return { t, log };
+}
