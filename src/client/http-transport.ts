@@ -60,11 +60,16 @@ const RETRYABLE_CODES = new Set([
   'not_committed',
   // A node that does not know the cluster's UUID yet (docs/cluster-identity.md): its first leader is minting it.
   'not_ready',
-  // A balancer or proxy in front of the nodes, with no Floe answer (a body that is not Floe's): no healthy backend
-  // (502, 503) — a gateway's timeout (504) is retried whatever its body (review of FS-21).
-  'http_502',
-  'http_503',
+  // The node's lease store (etcd) is unreachable for now, or the node is at its connection limit (Retry-After: 1).
+  'store_unavailable',
+  'too_many_connections',
 ]);
+/**
+ * A 502 or 503 is retried whatever it says (a balancer or proxy with no healthy backend, whose page is not Floe's; a
+ * node whose HTTP server is closing, which fastify answers `{"error":"Service Unavailable"}` before any Floe code runs),
+ * except these Floe answers, which a retry within the call's budget would not change (reviews of FS-21).
+ */
+const FINAL_UNAVAILABLE_CODES = new Set(['pool_exhausted']);
 /** A server's Retry-After is honoured up to this: a new leader is usually ready well within it. */
 const MAX_RETRY_AFTER_MS = 1000;
 const MAX_REDIRECTS_IN_A_ROW = 5;
@@ -296,11 +301,7 @@ export class HttpTransport {
             target === undefined ? `${message} (redirect target refused: not a plain host:port)` : message,
             path,
           );
-        } else if (
-          res.status === 429 ||
-          res.status === 504 ||
-          (res.status >= 500 && RETRYABLE_CODES.has(code))
-        ) {
+        } else if (retryableAnswer(res.status, code)) {
           retryAfterMs = retryAfter(res.headers.get('retry-after'));
           lastError = new FloeRequestError(res.status, code, message, path);
         } else if (code === 'cluster_mismatch') {
@@ -506,13 +507,17 @@ async function readStream(
  */
 function notSent(e: unknown): boolean {
   if (!(e instanceof Error)) return false;
+  // Global fetch (undici) wraps the system error as `cause`; the SDK's TLS fetch (node:https) rejects with it bare.
   const cause = (e as { cause?: unknown }).cause;
-  if (typeof cause !== 'object' || cause === null) return false;
-  const errors = (cause as { errors?: unknown }).errors;
-  if (Array.isArray(errors)) return errors.length > 0 && errors.every(failedToConnect);
-  return failedToConnect(cause);
+  const err = typeof cause === 'object' && cause !== null ? cause : e;
+  const errors = (err as { errors?: unknown }).errors;
+  // Several addresses (happy eyeballs): none connected. One refused, the others may have timed out or been invalid.
+  if (Array.isArray(errors))
+    return errors.length > 0 && errors.every(connectFailed) && errors.some(failedToConnect);
+  return failedToConnect(err);
 }
 
+/** A system error of a connect or name lookup with one of NOT_SENT_CODES. */
 function failedToConnect(x: unknown): boolean {
   if (typeof x !== 'object' || x === null) return false;
   const { code, syscall } = x as { code?: unknown; syscall?: unknown };
@@ -523,8 +528,24 @@ function failedToConnect(x: unknown): boolean {
   );
 }
 
+/** Any system error of a connect: the connection was never made. */
+function connectFailed(x: unknown): boolean {
+  return (
+    typeof x === 'object' &&
+    x !== null &&
+    (x as { syscall?: unknown }).syscall === 'connect' &&
+    typeof (x as { code?: unknown }).code === 'string'
+  );
+}
+
 function isRetryable(e: FloeRequestError): boolean {
-  return e.status === 429 || e.status === 504 || (e.status >= 500 && RETRYABLE_CODES.has(e.serverCode));
+  return retryableAnswer(e.status, e.serverCode);
+}
+
+function retryableAnswer(status: number, code: string): boolean {
+  if (status === 429 || status === 504) return true;
+  if (status === 502 || status === 503) return !FINAL_UNAVAILABLE_CODES.has(code);
+  return status >= 500 && RETRYABLE_CODES.has(code);
 }
 
 /** Retry-After in seconds (the only form Floe sends), capped; anything else counts as absent. */
