@@ -115,3 +115,25 @@ describe('addMember (FS-3)', () => {
     expect(leader.node.status().conf.voters).toContain(4);
   });
 });
+
+// FS-24 (open; `it.fails` pins it — when it is fixed this fails, and becomes `it`): nothing refuses re-adding a
+// removed node ID (docs say IDs are never reused), and a new machine under that ID replays the old removal of its ID
+// from the log and stops itself, since the removal check looks only at the ID.
+describe('re-adding a removed node ID (FS-24)', () => {
+  it.fails('FS-24 (open): a new machine added under a removed ID keeps running as a member', async () => {
+    const net = new MemoryNetwork();
+    const nodes = [1, 2, 3].map((id) => boot(net, id));
+    const leader = await leaderOf(nodes);
+    await leader.node.propose(put('a'));
+    const first = boot(net, 4, true);
+    await leader.node.addMember({ id: 4, peerAddr: 'mem:4' }, 30_000);
+    await leader.node.removeMember(4);
+    await until(() => first.node.stopped);
+    const again = boot(net, 4, true);
+    await leader.node.addMember({ id: 4, peerAddr: 'mem:4' }, 30_000);
+    await leader.node.propose(put('b'));
+    await until(() => again.kv.get('k') === 'b' || again.node.stopped);
+    expect(again.node.stopped).toBeUndefined();
+    expect(leader.node.status().conf.voters).toContain(4);
+  });
+});
