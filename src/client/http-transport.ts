@@ -86,8 +86,8 @@ export const MAX_REDIRECT_ADDR_LENGTH = 255;
 /** Longest answer read (every Floe answer to the SDK is far smaller). */
 export const MAX_RESPONSE_BYTES = 1024 * 1024;
 /**
- * The `cause.code`s of a `fetch` failure (undici: `TypeError('fetch failed')` with the system error as `cause`) whose
- * request certainly reached no server: the host's name did not resolve, or the connection was never made. Never a
+ * The codes of a failed connect or name lookup (undici's `fetch`: `TypeError('fetch failed')` with the system error
+ * as `cause`; the SDK's TLS fetch: the system error itself) whose request certainly reached no server: the host's name did not resolve, or the connection was never made. Never a
  * timeout (the connect's or the request's) nor a reset: a request that may have arrived (finding FS-21).
  */
 export const NOT_SENT_CODES: ReadonlySet<string> = new Set([
@@ -502,8 +502,9 @@ async function readStream(
  * system error of the connect (`syscall` `connect`) or of the name lookup (`getaddrinfo`) with a `code` of
  * NOT_SENT_CODES. The same codes also end a connection that was already open (`syscall` `read` or `write`: a
  * retransmission timed out after an ICMP error, a body cut mid-read), where the node may have the request: those
- * wait, as any other failure (review of FS-21). An AggregateError of several addresses' connects counts only when
- * every one of its errors is such a failure.
+ * wait, as any other failure (review of FS-21). An AggregateError of several addresses' connects (happy eyeballs)
+ * counts when every one of its errors is a failed connect and one of them has such a code (the others may have timed
+ * out or been invalid: no connection was made either way). With the SDK's TLS fetch the error comes bare, no `cause`.
  */
 function notSent(e: unknown): boolean {
   if (!(e instanceof Error)) return false;
