@@ -128,11 +128,11 @@ describe('re-adding a removed node ID (FS-24)', () => {
     const first = boot(net, 4, true);
     await leader.node.addMember({ id: 4, peerAddr: 'mem:4' }, 30_000);
     await leader.node.removeMember(4);
-    await until(() => first.node.stopped);
+    await until(() => first.node.stopped !== undefined);
     const again = boot(net, 4, true);
     await leader.node.addMember({ id: 4, peerAddr: 'mem:4' }, 30_000);
     await leader.node.propose(put('b'));
-    await until(() => again.kv.get('k') === 'b' || again.node.stopped);
+    await until(() => again.kv.get('k') === 'b' || again.node.stopped !== undefined);
     expect(again.node.stopped).toBeUndefined();
     expect(leader.node.status().conf.voters).toContain(4);
   });
