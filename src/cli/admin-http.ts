@@ -55,6 +55,21 @@ export interface Conn {
   password?: string;
 }
 
+/** JSON content type when there is a body; Basic auth from `--user`/`--password`, else $FLOE_USER/$FLOE_PASSWORD. */
+export function requestHeaders(
+  io: CliIO,
+  c: { user?: string; password?: string },
+  body: unknown,
+): Record<string, string> {
+  const user = c.user ?? io.env.FLOE_USER;
+  const password = c.password ?? io.env.FLOE_PASSWORD;
+  const headers: Record<string, string> = {};
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  if (user && password)
+    headers.authorization = `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
+  return headers;
+}
+
 /** One admin call; follows the leader by hand (fetch would drop credentials on a cross-origin 307). */
 export async function call(
   io: CliIO,
@@ -65,12 +80,7 @@ export async function call(
 ): Promise<unknown> {
   let endpoint = endpointUrl('--endpoint', c.endpoint);
   const fetch = adminFetch(io.env);
-  const user = c.user ?? io.env.FLOE_USER;
-  const password = c.password ?? io.env.FLOE_PASSWORD;
-  const headers: Record<string, string> = {};
-  if (body !== undefined) headers['content-type'] = 'application/json';
-  if (user && password)
-    headers.authorization = `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
+  const headers = requestHeaders(io, c, body);
   for (let hop = 0; hop < 3; hop++) {
     let res: Awaited<ReturnType<SimpleFetch>>;
     try {

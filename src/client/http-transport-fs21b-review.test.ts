@@ -3,39 +3,14 @@
 import { createServer } from 'node:net';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { tlsFetch } from '../tls/fetch.js';
-import { type FetchLike, type FetchResponseLike, HttpTransport } from './http-transport.js';
+import type { FetchLike, FetchResponseLike } from './http-transport.js';
+import { loggingTransport } from './test-doubles.js';
 
 function reply(status: number, body: unknown): FetchResponseLike {
   const text = JSON.stringify(body);
   return { status, headers: { get: () => null }, text: async () => text };
 }
 const granted = reply(200, { ok: true });
-
-/** A transport whose attempts and waits go to one log, in order: a host, or `wait <ms>`. */
-function loggingTransport(
-  endpoints: string[],
-  fetchFor: (host: string, url: string) => ReturnType<FetchLike>,
-) {
-  const log: string[] = [];
-  const clock = { now: 0 };
-  const t = new HttpTransport({
-    endpoints,
-    requestTimeoutMs: 2000,
-    fetch: (url) => {
-      const host = new URL(url).host;
-      log.push(host);
-      return fetchFor(host, url);
-    },
-    monotonic: () => clock.now,
-    wall: () => clock.now,
-    sleep: async (ms) => {
-      log.push(`wait ${ms}`);
-      clock.now += ms;
-    },
-    random: () => 0.5,
-  });
-  return { t, log };
-}
 
 /** A loopback port nothing listens on (bound, then closed): a connect there is refused at once. */
 let closedPort = 0;

@@ -403,7 +403,7 @@ export function virtualTransport(
  */
 export function loggingTransport(
   endpoints: string[],
-  answer: (host: string) => FetchResponseLike,
+  answer: (host: string, url: string) => FetchResponseLike | Promise<FetchResponseLike>,
   clock: { now: number; tick: number } = { now: 0, tick: 0 },
 ) {
   const log: string[] = [];
@@ -413,7 +413,7 @@ export function loggingTransport(
     fetch: async (url) => {
       const host = new URL(url).host;
       log.push(host);
-      return answer(host);
+      return answer(host, url);
     },
     monotonic: () => {
       const v = clock.now;

@@ -1,6 +1,6 @@
 import { Command } from 'commander';
 import { ConfigError, parseHostPort } from '../../node/config.js';
-import { adminFetch, endpointUrl, sameScheme } from '../admin-http.js';
+import { adminFetch, endpointUrl, requestHeaders, sameScheme } from '../admin-http.js';
 import type { CliIO } from '../io.js';
 import { CommandFailedError, parseIntOption, UsageError } from '../io.js';
 
@@ -52,12 +52,7 @@ async function call<T>(
   const endpoint = conn.endpoint;
   let url = endpointUrl('--endpoint', endpoint);
   const fetch = adminFetch(io.env);
-  const user = conn.user ?? io.env.FLOE_USER;
-  const password = conn.password ?? io.env.FLOE_PASSWORD;
-  const headers: Record<string, string> = {};
-  if (body !== undefined) headers['content-type'] = 'application/json';
-  if (user && password)
-    headers.authorization = `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
+  const headers = requestHeaders(io, conn, body);
   let res: Awaited<ReturnType<typeof fetch>> | undefined;
   // Follows the leader by hand (307 with the leader's address), in the endpoint's scheme.
   for (let hop = 0; hop < 4; hop++) {
