@@ -1,6 +1,7 @@
 // FS-3 and issue 9: membership changes through the node runtime. A learner is promoted only once it
 // holds the log the leader had committed when the promotion was asked for, and is answering.
 import { afterEach, describe, expect, it } from 'vitest';
+import { InvalidConfChangeError } from '../raft/types.js';
 import { encodeKvCommand, type KvResult, KvStateMachine } from '../state/kv-state-machine.js';
 import { MemberNotCaughtUpError } from './errors.js';
 import type { MemberInfo } from './members.js';
@@ -24,9 +25,22 @@ interface Member {
 const running: Member[] = [];
 const founders: MemberInfo[] = [1, 2, 3].map((id) => ({ id, peerAddr: `mem:${id}` }));
 
-/** Starts a member: a founder (bootstrap membership) or a joiner (empty storage). */
-function boot(net: MemoryNetwork, id: number, joiner = false): Member {
-  const storage = new MemoryNodeStorage(joiner ? undefined : { voters: [1, 2, 3], learners: [] });
+/**
+ * Starts a member: a founder (bootstrap membership) or a joiner (empty storage), or a restarted one on
+ * `storage` (what its previous process left).
+ */
+function boot(
+  net: MemoryNetwork,
+  id: number,
+  joiner = false,
+  opts: { snapshotEvery?: number; storage?: MemoryNodeStorage } = {},
+): Member & { storage: MemoryNodeStorage } {
+  const storage =
+    opts.storage ??
+    new MemoryNodeStorage(joiner ? undefined : { voters: [1, 2, 3], learners: [] }, {
+      // With snapshots on, keep no entries behind them: compaction is what the snapshot tests are about.
+      ...(opts.snapshotEvery ? { trailingEntries: 0 } : {}),
+    });
   const transport = net.endpoint(id);
   const kv = new KvStateMachine();
   const node = new FloeNode<KvResult>({
@@ -38,9 +52,10 @@ function boot(net: MemoryNetwork, id: number, joiner = false): Member {
     tickMs: 10,
     electionTicks: 10,
     random: seeded(id * 7919),
+    ...(opts.snapshotEvery ? { snapshotEvery: opts.snapshotEvery } : {}),
   });
   transport.bind(node);
-  const m = { id, node, kv };
+  const m = { id, node, kv, storage };
   running.push(m);
   node.start();
   return m;
@@ -116,11 +131,13 @@ describe('addMember (FS-3)', () => {
   });
 });
 
-// FS-24 (open; `it.fails` pins it — when it is fixed this fails, and becomes `it`): nothing refuses re-adding a
-// removed node ID (docs say IDs are never reused), and a new machine under that ID replays the old removal of its ID
-// from the log and stops itself, since the removal check looks only at the ID.
+// FS-24: nothing refused re-adding a removed node ID (the docs said IDs are never reused), and a new machine under
+// that ID replayed the old removal of its ID from the log and stopped itself. The cluster now keeps every removed ID
+// (tombstones, replicated and in snapshots) and refuses to add one again.
 describe('re-adding a removed node ID (FS-24)', () => {
-  it.fails('FS-24 (open): a new machine added under a removed ID keeps running as a member', async () => {
+  const reused = /node id 4 was removed from this cluster \(at log index \d+\) and is never reused/;
+
+  it('FS-24: adding a removed ID again is refused with an error naming it, and the new machine joins under a new ID', async () => {
     const net = new MemoryNetwork();
     const nodes = [1, 2, 3].map((id) => boot(net, id));
     const leader = await leaderOf(nodes);
@@ -129,11 +146,68 @@ describe('re-adding a removed node ID (FS-24)', () => {
     await leader.node.addMember({ id: 4, peerAddr: 'mem:4' }, 30_000);
     await leader.node.removeMember(4);
     await until(() => first.node.stopped !== undefined);
-    const again = boot(net, 4, true);
-    await leader.node.addMember({ id: 4, peerAddr: 'mem:4' }, 30_000);
+    const removedAt = leader.node.status().removed.find((r) => r.id === 4)?.removedAt;
+    expect(removedAt).toBeGreaterThan(0);
+
+    boot(net, 4, true);
+    for (const attempt of [
+      () => leader.node.addMember({ id: 4, peerAddr: 'mem:4' }, 30_000),
+      () => leader.node.addLearner({ id: 4, peerAddr: 'mem:4' }),
+      () => leader.node.promote(4),
+    ]) {
+      const err = await attempt().catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(InvalidConfChangeError);
+      expect((err as Error).message).toMatch(reused);
+      expect((err as Error).message).toContain(`index ${removedAt})`);
+    }
+    const conf = leader.node.status().conf;
+    expect([...conf.voters, ...conf.learners]).not.toContain(4);
+
+    const fresh = boot(net, 5, true);
+    await leader.node.addMember({ id: 5, peerAddr: 'mem:5' }, 30_000);
     await leader.node.propose(put('b'));
-    await until(() => again.kv.get('k') === 'b' || again.node.stopped !== undefined);
-    expect(again.node.stopped).toBeUndefined();
-    expect(leader.node.status().conf.voters).toContain(4);
+    await until(() => fresh.kv.get('k') === 'b');
+    expect(fresh.node.stopped).toBeUndefined();
+    expect(leader.node.status().conf.voters).toContain(5);
+  });
+
+  it('FS-24: every member keeps the removed ID, through a snapshot, a restart and a snapshot sent to a new member', async () => {
+    const net = new MemoryNetwork();
+    const nodes = [1, 2, 3].map((id) => boot(net, id, false, { snapshotEvery: 10 }));
+    let leader = await leaderOf(nodes);
+    await leader.node.propose(put('a'));
+    boot(net, 4, true, { snapshotEvery: 10 });
+    await leader.node.addMember({ id: 4, peerAddr: 'mem:4' }, 30_000);
+    await leader.node.removeMember(4);
+    // Enough entries that every member snapshots past the removal and compacts its log behind it.
+    for (let i = 0; i < 40; i++) await leader.node.propose(put(`v${i}`));
+    const applied = leader.node.status().appliedIndex;
+    for (const m of nodes) await until(() => m.node.status().appliedIndex >= applied);
+    for (const m of nodes) {
+      expect(m.node.status().snapshotIndex).toBeGreaterThan(leader.node.status().removed[0]!.removedAt);
+      expect(m.storage.storage.firstIndex()).toBeGreaterThan(leader.node.status().removed[0]!.removedAt);
+    }
+
+    // A member that joins now gets the snapshot, not the removal's entry: it learns the tombstone from the snapshot.
+    const late = boot(net, 5, true, { snapshotEvery: 10 });
+    await leader.node.addMember({ id: 5, peerAddr: 'mem:5' }, 30_000);
+    await until(() => late.node.status().appliedIndex >= leader.node.status().commit);
+    expect(late.node.status().removed.map((r) => r.id)).toEqual([4]);
+
+    // Every follower restarts from its own snapshot and still knows; then one of them leads and refuses the ID.
+    const old = leader;
+    for (const m of nodes.filter((n) => n !== old)) {
+      await m.node.stop('restart');
+      running.splice(running.indexOf(m), 1);
+      const again = boot(net, m.id, false, { snapshotEvery: 10, storage: m.storage.crash('process') });
+      expect(again.node.status().removed.map((r) => r.id)).toEqual([4]);
+      nodes[nodes.indexOf(m)] = again;
+    }
+    await old.node.stop('the old leader goes');
+    leader = await leaderOf([...nodes.filter((n) => n !== old), late]);
+    expect(leader.id).not.toBe(old.id);
+    const err = await leader.node.addMember({ id: 4, peerAddr: 'mem:4' }, 30_000).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(InvalidConfChangeError);
+    expect((err as Error).message).toMatch(reused);
   });
 });

@@ -36,6 +36,7 @@ import {
   encodeMemberContext,
   MemberDirectory,
   type MemberInfo,
+  type RemovedMember,
   type SysCommand,
 } from './members.js';
 import {
@@ -701,6 +702,8 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
    */
   private proposeConf(cc: ConfChange): Promise<void> {
     if (this.stoppedReason) return Promise.reject(new NodeStoppedError(this.stoppedReason));
+    const reused = this.reusedIdError(cc);
+    if (reused) return Promise.reject(reused);
     if (this.pending.size >= this.opts.maxPendingProposals) {
       return Promise.reject(new OverloadedError(this.opts.maxPendingProposals));
     }
@@ -714,6 +717,24 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     const p = this.awaitEntry(at, 'conf', 0) as Promise<void>;
     this.kick();
     return p.then(() => undefined);
+  }
+
+  /**
+   * FS-24: a node ID, once removed, is never added again. A machine added under it would replay the
+   * old removal from the log (or be told by a member that applied it, FS-23) and stop; and another
+   * machine under an ID the cluster knows as removed is indistinguishable from the old one coming back.
+   * The tombstones are applied state: a removal committed but not yet applied here still blocks any
+   * conf change (the core's pending-change check), so no add slips between the two.
+   */
+  private reusedIdError(cc: ConfChange): InvalidConfChangeError | undefined {
+    if (cc.type === 'remove') return undefined;
+    if (this.conf.voters.includes(cc.nodeId) || this.conf.learners.includes(cc.nodeId)) return undefined;
+    const removedAt = this.members.removedAt(cc.nodeId);
+    if (removedAt === undefined) return undefined;
+    return new InvalidConfChangeError(
+      `node id ${cc.nodeId} was removed from this cluster (at log index ${removedAt}) and is never reused: ` +
+        'add the new machine under a new node id',
+    );
   }
 
   /**
@@ -894,6 +915,8 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     appliedIndex: number;
     snapshotIndex: number;
     members: MemberInfo[];
+    /** IDs removed from the cluster, never to be added again (FS-24). */
+    removed: RemovedMember[];
     stopped?: string;
   } {
     return {
@@ -901,6 +924,7 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
       appliedIndex: this.applied,
       snapshotIndex: this.snapshotIndex,
       members: this.members.all(),
+      removed: this.members.allRemoved(),
       stopped: this.stoppedReason,
     };
   }
@@ -1122,9 +1146,9 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
       this.conf = this.raw.applyConfChange(e.change);
       const ctx = decodeMemberContext(e.change.context);
       if (e.change.type === 'remove') {
-        this.members.remove(e.change.nodeId);
+        this.members.remove(e.change.nodeId, e.index);
       } else if (ctx) {
-        this.members.upsert({ id: e.change.nodeId, ...ctx });
+        this.members.upsert({ id: e.change.nodeId, ...ctx }, e.index);
       }
       this.syncTransportPeers();
       if (e.change.type === 'remove' && e.change.nodeId === this.id) {
@@ -1253,8 +1277,9 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
 
   private restoreSnapshotData(data: Uint8Array): void {
     if (data.length === 0) return;
-    const [sys, app] = unpack<[Uint8Array, Uint8Array]>(data);
-    this.members = MemberDirectory.decode(sys);
+    // The third element (the removed IDs) is absent in snapshots of older versions, which ignore it in ours.
+    const [sys, app, removed] = unpack<[Uint8Array, Uint8Array, Uint8Array?]>(data);
+    this.members = MemberDirectory.decode(sys, removed);
     this.sm.restore(app);
   }
 
@@ -1264,7 +1289,7 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
       const index = this.applied;
       let data: Uint8Array;
       try {
-        data = pack([this.members.encode(), this.sm.snapshot()]);
+        data = pack([this.members.encode(), this.sm.snapshot(), this.members.encodeRemoved()]);
       } catch (err) {
         // Nothing reached the disk: the node runs on without this snapshot (the log keeps growing).
         this.log.error({ err: String(err) }, 'snapshot failed: the state could not be encoded');

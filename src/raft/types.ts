@@ -2,7 +2,7 @@
 // msgpackr, sent over a socket, recorded by the simulator and compared in tests.
 // The core itself never touches a clock, a timer, a socket, a file or Math.random.
 
-/** A member's identity: a positive integer, unique within a cluster, never reused. */
+/** A member's identity: a positive integer, unique within a cluster, never reused (the node runtime refuses to re-add one: FS-24). */
 export type NodeId = number;
 
 /** 0 means "none" wherever a NodeId is optional (no vote, no known leader). */

@@ -28,5 +28,6 @@ export function clusterView(node: FloeNode<unknown>) {
               : 'unknown',
       match: s.progress?.[m.id]?.match ?? null,
     })),
+    removed: s.removed.map((r) => ({ id: r.id, removedAt: r.removedAt })),
   };
 }

@@ -73,6 +73,14 @@ export const clusterViewSchema = obj(
         match: { ...nullableInt, description: 'replication progress (on the leader)' },
       }),
     },
+    removed: {
+      type: 'array',
+      description: 'node ids removed from the cluster, which are never added again (docs/node.md)',
+      items: obj({
+        id: int,
+        removedAt: { ...int, description: 'the log index of the committed removal' },
+      }),
+    },
   },
   [],
   "This node's view of the cluster",
