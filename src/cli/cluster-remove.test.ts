@@ -139,3 +139,63 @@ describe('floe cluster remove <leader>: the 307 to the new leader, with credenti
     expect(r.stdout).toMatch(/^leader 2 /);
   });
 });
+
+// ---- 503 not_leader without an address (noticed in stop 31's review of FS-22) ---------------------------------
+
+describe('floe cluster remove <leader>: the old leader does not know the new leader’s address yet', () => {
+  /** Answers 503 not_leader (no redirect to give) to the first `busy` requests, then the view. */
+  async function handingOver(asked: string[], busy: number): Promise<string> {
+    server = createServer((req, res) => {
+      asked.push(`${req.method} ${req.url}`);
+      res.setHeader('content-type', 'application/json');
+      if (asked.length <= busy) {
+        res.statusCode = 503;
+        return res.end(
+          JSON.stringify({ error: 'not_leader', message: 'node 1 is not the leader', leader: { id: 2 } }),
+        );
+      }
+      res.end(JSON.stringify({ ...view, id: 1, leader: 2 }));
+    });
+    await new Promise<void>((r) => server!.listen(0, '127.0.0.1', () => r()));
+    return `127.0.0.1:${(server!.address() as AddressInfo).port}`;
+  }
+
+  it('asks again after 503 not_leader until the node can answer, and succeeds', async () => {
+    const asked: string[] = [];
+    const endpoint = await handingOver(asked, 2);
+    const r = await run('cluster', 'remove', '1', '--endpoint', endpoint);
+    expect(asked).toEqual(['DELETE /v1/members/1', 'DELETE /v1/members/1', 'DELETE /v1/members/1']);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/^leader 2 /);
+  });
+
+  it('gives up after about 3 s of 503 not_leader, with the node’s message', async () => {
+    const asked: string[] = [];
+    const endpoint = await handingOver(asked, 1_000);
+    const r = await run('cluster', 'remove', '1', '--endpoint', endpoint);
+    expect(asked).toHaveLength(6); // the first ask and five more
+    expect(r.code).toBe(2); // the node's error, as for any other refusal
+    expect(r.stderr).toMatch(/failed \(503\): node 1 is not the leader/);
+  });
+
+  it('does not ask again after another 503 (nothing says that asking again helps)', async () => {
+    const asked: string[] = [];
+    server = createServer((req, res) => {
+      asked.push(`${req.method} ${req.url}`);
+      res.statusCode = 503;
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify({ error: 'not_committed', message: 'the transfer did not finish' }));
+    });
+    await new Promise<void>((r) => server!.listen(0, '127.0.0.1', () => r()));
+    const r = await run(
+      'cluster',
+      'remove',
+      '1',
+      '--endpoint',
+      `127.0.0.1:${(server!.address() as AddressInfo).port}`,
+    );
+    expect(asked).toHaveLength(1);
+    expect(r.code).toBe(2); // the node's error, as for any other refusal
+  });
+});

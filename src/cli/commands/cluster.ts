@@ -17,6 +17,8 @@ interface ClusterView {
 }
 
 const DEFAULT_ENDPOINT = '127.0.0.1:7380';
+/** Waits before asking again after `503 not_leader` (about 3 s in all: an election and an address publication). */
+const NOT_LEADER_RETRIES_MS = [100, 200, 400, 800, 1600];
 
 /** The node answered an error: its status and stable code (docs/errors.md), for commands that explain one. */
 class ApiError extends UsageError {
@@ -54,29 +56,40 @@ async function call<T>(
   const fetch = adminFetch(io.env);
   const headers = requestHeaders(io, conn, body);
   let res: Awaited<ReturnType<typeof fetch>> | undefined;
-  // Follows the leader by hand (307 with the leader's address), in the endpoint's scheme.
-  for (let hop = 0; hop < 4; hop++) {
-    try {
-      res = await fetch(`${url}${path}`, {
-        method,
-        headers,
-        body: body === undefined ? undefined : JSON.stringify(body),
-        signal: AbortSignal.timeout(timeoutMs),
-      });
-    } catch (err) {
-      throw new UsageError(`cannot reach Floe at ${url}: ${(err as Error).cause ?? (err as Error).message}`);
-    }
-    const location = res.status === 307 ? res.headers.get('location') : null;
-    if (!location) break;
-    url = location.startsWith('http') ? new URL(location).origin : sameScheme(url, location);
-  }
-  if (!res) throw new UsageError(`no answer from ${url}`);
-  const text = await res.text();
+  let text = '';
   let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    parsed = text;
+  for (let attempt = 0; ; attempt++) {
+    // Follows the leader by hand (307 with the leader's address), in the endpoint's scheme.
+    for (let hop = 0; hop < 4; hop++) {
+      try {
+        res = await fetch(`${url}${path}`, {
+          method,
+          headers,
+          body: body === undefined ? undefined : JSON.stringify(body),
+          signal: AbortSignal.timeout(timeoutMs),
+        });
+      } catch (err) {
+        throw new UsageError(
+          `cannot reach Floe at ${url}: ${(err as Error).cause ?? (err as Error).message}`,
+        );
+      }
+      const location = res.status === 307 ? res.headers.get('location') : null;
+      if (!location) break;
+      url = location.startsWith('http') ? new URL(location).origin : sameScheme(url, location);
+    }
+    if (!res) throw new UsageError(`no answer from ${url}`);
+    text = await res.text();
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      parsed = text;
+    }
+    // 503 not_leader: this node proposed nothing and has no leader address to send us to — an election is on,
+    // or the leader is new and has not published its address yet (after `remove` of the leader handed leadership
+    // over, the old leader answers so until the new one's address reaches it). Ask it again, briefly.
+    const notLeader = res.status === 503 && (parsed as { error?: unknown } | null)?.error === 'not_leader';
+    if (!notLeader || attempt >= NOT_LEADER_RETRIES_MS.length) break;
+    await new Promise((r) => setTimeout(r, NOT_LEADER_RETRIES_MS[attempt]));
   }
   if (!res.ok) {
     const { message, error } = (parsed ?? {}) as { message?: string; error?: unknown };
