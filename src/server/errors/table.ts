@@ -90,7 +90,7 @@ export const ERROR_TABLE = {
   invalid_membership_change: {
     http: 409,
     resp: 'ERR',
-    when: 'adding a member that is already a voter, removing a non-member or the last voter',
+    when: 'adding a member that is already a voter or whose id was removed (ids are never reused), removing a non-member or the last voter',
   },
   unsafe_removal: {
     http: 409,
