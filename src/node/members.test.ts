@@ -3,12 +3,16 @@ import { pack, unpack } from './envelope.js';
 import { decodeMemberContext, encodeMemberContext, MemberDirectory } from './members.js';
 
 describe('MemberDirectory', () => {
-  it('records a member’s generation from the entry that added it, and keeps it on promotion', () => {
+  it('records a member’s generation from the entry that added it, and keeps it on promotion, whatever the directory held', () => {
     const d = new MemberDirectory([{ id: 1, peerAddr: 'a:1' }]);
     expect(d.get(1)?.since).toBeUndefined(); // an initial member: not dated
     d.upsert({ id: 4, peerAddr: 'a:4' }, 12); // addLearner at 12
-    d.upsert({ id: 4, peerAddr: 'a:4', httpAddr: 'h:4' }, 15); // promoted at 15
+    d.upsert({ id: 4, peerAddr: 'a:4', httpAddr: 'h:4' }); // promoted at 15: already in the configuration
     expect(d.get(4)).toEqual({ id: 4, peerAddr: 'a:4', httpAddr: 'h:4', since: 12 });
+    // Listed in the initial cluster (a joiner's own entry), then added by the entry at 3: dated by the entry.
+    const joiner = new MemberDirectory([{ id: 4, peerAddr: 'a:4' }]);
+    joiner.upsert({ id: 4, peerAddr: 'a:4' }, 3);
+    expect(joiner.get(4)?.since).toBe(3);
   });
 
   it('remembers a removed ID with the index of its removal, and a later removal replaces an earlier one', () => {

@@ -47,12 +47,13 @@ export class MemberDirectory {
   }
 
   /**
-   * Records the member that the conf entry at `index` adds, promotes or demotes. Its generation
-   * (`since`) is `index` when it was not a member before, and is kept otherwise.
+   * Records a member's addresses. `addedAt`: the index of the conf entry that made it a member (it was
+   * not in the configuration before), which becomes its generation (`since`); without it (a promotion,
+   * a demotion, a member already in the configuration) the generation is kept.
    */
-  upsert(info: MemberInfo, index?: number): void {
+  upsert(info: MemberInfo, addedAt?: number): void {
     const prev = this.members.get(info.id);
-    const since = prev ? prev.since : index;
+    const since = addedAt ?? prev?.since;
     const next: MemberInfo = { ...prev, ...info };
     if (since === undefined) delete next.since;
     else next.since = since;

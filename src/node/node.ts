@@ -646,7 +646,7 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
           id,
           `within ${timeoutMs} ms it did not acknowledge the log up to the leader's commit index ${target} ` +
             `(match ${pr?.match ?? 0}${pr && !pr.recentActive ? ', not answering' : ''}); start it or repair its ` +
-            'link and add it again, or remove it',
+            'link and add it again, or remove it (a removed id is never added again: the machine then needs a new id)',
         );
       },
     );
@@ -1143,12 +1143,16 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
 
   private applyDecoded(e: Entry, env: Envelope | undefined): unknown {
     if (e.type === 'conf') {
+      // A member's generation is the index of the entry that added it to the configuration, whatever the directory
+      // held before (a joiner's and a restarted member's start from their --initial-cluster): replicas must agree.
+      const before = this.conf;
+      const wasMember = before.voters.includes(e.change.nodeId) || before.learners.includes(e.change.nodeId);
       this.conf = this.raw.applyConfChange(e.change);
       const ctx = decodeMemberContext(e.change.context);
       if (e.change.type === 'remove') {
         this.members.remove(e.change.nodeId, e.index);
       } else if (ctx) {
-        this.members.upsert({ id: e.change.nodeId, ...ctx }, e.index);
+        this.members.upsert({ id: e.change.nodeId, ...ctx }, wasMember ? undefined : e.index);
       }
       this.syncTransportPeers();
       if (e.change.type === 'remove' && e.change.nodeId === this.id) {
