@@ -761,7 +761,7 @@ export class FaultDirector {
       this.members().every((h) => !h.diskFaulted && !h.corrupted && h.state !== 'failed') &&
       this.decommissionRng.chance(DECOMMISSION_SHARE)
     ) {
-      this.decommissionLeader(lead, node);
+      this.decommissionLeader(lead, node, conf.voters.length);
       return true;
     }
     if (conf.voters.length < c.cfg.nodes) {
@@ -848,10 +848,12 @@ export class FaultDirector {
    * process. The removed member is never started again (the liveness oracle expects the members left to elect and
    * serve). If the call fails nothing is switched off: the operator sees the error and tries again later.
    */
-  private decommissionLeader(lead: NodeHost, node: FloeNode<unknown>): void {
+  private decommissionLeader(lead: NodeHost, node: FloeNode<unknown>, voters: number): void {
     const r = this.decommissionRng;
     const power = r.chance(1 / 2);
-    this.trace(`n${lead.id} is retired: remove n${lead.id} (asked of it), then ${power ? 'power off' : 'kill'}`);
+    this.trace(
+      `n${lead.id} is retired (leader of ${voters} voters): remove n${lead.id} (asked of it), then ${power ? 'power off' : 'kill'}`,
+    );
     this.c.world.sched.after(0, lead.proc, 'decommission-leader', () => {
       this.removeVia(lead, node, lead, false).then(
         () => {
