@@ -56,6 +56,9 @@
  *   client that starts a request and never finishes it (slowloris) holds its connection and buffer for ever.
  * - `no-cluster-check` (issue 10, FS-19 review): the SDK takes any cluster's answer (no `floe-cluster` check), so a
  *   grant another Floe cluster gave (an endpoint, balancer or redirect that reaches it) becomes a lease.
+ * - `leader-self-removal` (FS-22): a leader asked to remove or demote itself proposes the change itself instead of
+ *   handing leadership over first (`handOverBeforeLeaving`); it applies the change and stops, and with two voters a
+ *   survivor that never learnt the commit (the machine switched off as soon as the call returned) never elects.
  */
 export const BUG_SWITCHES = [
   'client-two-generators',
@@ -80,6 +83,7 @@ export const BUG_SWITCHES = [
   'transport-no-pending-limit',
   'resp-no-request-timeout',
   'no-cluster-check',
+  'leader-self-removal',
 ] as const;
 export type BugSwitch = (typeof BUG_SWITCHES)[number];
 

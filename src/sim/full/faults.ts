@@ -3,6 +3,7 @@
 // stream, so adding a fault kind does not reshuffle the workload.
 
 import { NotLeaderError, UnsafeRemovalError } from '../../node/errors.js';
+import type { FloeNode } from '../../node/node.js';
 import type { NodeId } from '../../raft/types.js';
 import type { Prng } from '../prng.js';
 import {
@@ -26,6 +27,9 @@ import type { Machine, SimProcess } from './process.js';
 import type { RespLeaseClient } from './resp-lease-workload.js';
 import type { SeqClient } from './seq-workload.js';
 import type { World } from './world.js';
+
+/** The share of membership steps that retire the leader's machine (`decommissionLeader`, finding FS-22's recipe). */
+export const DECOMMISSION_SHARE = 1 / 3;
 
 export interface ClusterView {
   world: World;
@@ -93,6 +97,8 @@ export class FaultDirector {
   private readonly stallRng: Prng;
   /** Power loss mid-write's own stream (`nodePowerLossMidWrite`). */
   private readonly midWriteRng: Prng;
+  /** Retiring the leader's machine (`decommissionLeader`, a share of the membership steps): its own stream. */
+  private readonly decommissionRng: Prng;
   private transferProc: SimProcess | undefined;
   private changeProc: SimProcess | undefined;
   /**
@@ -110,6 +116,7 @@ export class FaultDirector {
     this.restartRng = c.world.rng('faults-restarts');
     this.stallRng = c.world.rng('faults-stall');
     this.midWriteRng = c.world.rng('faults-midwrite');
+    this.decommissionRng = c.world.rng('faults-decommission');
     this.lateRng = c.world.rng('faults-late5');
     this.weights = { ...c.cfg.weights };
     // The seed's deployments wait this long for the cluster before they resume from the cache (set before any
@@ -743,6 +750,20 @@ export class FaultDirector {
       });
       return true;
     }
+    // FS-22's recipe, what an operator does to retire the leader's machine: `floe cluster remove <leader>` (asked of
+    // the leader: it hands leadership over and answers 307, which is followed), and the machine switched off (a kill or
+    // a power loss) as soon as the call returns. At full size and below (at 2 voters: a removal at 3 leaves 2), with
+    // every member healthy (a faulted disk must be replaced first: below). A share of the steps, drawn from a stream
+    // of its own: a step that does not draw it runs as before.
+    if (
+      conf.voters.length >= 2 &&
+      conf.voters.includes(lead.id) &&
+      this.members().every((h) => !h.diskFaulted && !h.corrupted && h.state !== 'failed') &&
+      this.decommissionRng.chance(DECOMMISSION_SHARE)
+    ) {
+      this.decommissionLeader(lead, node, conf.voters.length);
+      return true;
+    }
     if (conf.voters.length < c.cfg.nodes) {
       const h = c.addNode();
       this.trace(`n${lead.id} adds new machine n${h.id}`);
@@ -787,19 +808,8 @@ export class FaultDirector {
     const v = this.rng.pick(first);
     const force = c.cfg.removal?.force === true;
     this.trace(`n${lead.id} removes n${v.id}${force ? ' (force)' : ''}`);
-    // As `floe cluster remove` does: on a 307 (NotLeaderError naming the leader) ask the leader it names, once. The
-    // leader removing itself hands leadership over first and answers so (FS-22).
-    const remove = (): Promise<void> =>
-      node.removeMember(v.id, force ? { force } : undefined).catch((err: unknown) => {
-        const to = err instanceof NotLeaderError ? err.leader?.id : undefined;
-        const next = to === undefined ? undefined : c.hosts.find((h) => h.id === to);
-        if (!next?.node || !next.proc?.alive) throw err;
-        this.trace(`n${lead.id} answers: n${to} leads; n${to} removes n${v.id}`);
-        this.changeProc = next.proc;
-        return next.node.removeMember(v.id, force ? { force } : undefined);
-      });
     sched.after(0, lead.proc, 'remove-member', () => {
-      remove().then(
+      this.removeVia(lead, node, v, force).then(
         () => {
           // Retired: the machine is switched off (it stops itself if it applied its removal).
           v.removed = true;
@@ -815,6 +825,53 @@ export class FaultDirector {
       );
     });
     return true;
+  }
+
+  /**
+   * Removes voter `v` through `lead`'s API as `floe cluster remove` does: on a 307 (NotLeaderError naming the leader)
+   * it asks the leader named, once. The leader removing itself hands leadership over first and answers so (FS-22).
+   */
+  private removeVia(lead: NodeHost, node: FloeNode<unknown>, v: NodeHost, force: boolean): Promise<void> {
+    return node.removeMember(v.id, force ? { force } : undefined).catch((err: unknown) => {
+      const to = err instanceof NotLeaderError ? err.leader?.id : undefined;
+      const next = to === undefined ? undefined : this.c.hosts.find((h) => h.id === to);
+      if (!next?.node || !next.proc?.alive) throw err;
+      this.trace(`n${lead.id} answers: n${to} leads; n${to} removes n${v.id}`);
+      this.changeProc = next.proc;
+      return next.node.removeMember(v.id, force ? { force } : undefined);
+    });
+  }
+
+  /**
+   * The leader's machine is retired (FS-22): removed through its own API, then switched off at once — a kill or a
+   * power loss, drawn from `faults-decommission` — as soon as the call returns, before any later message of its
+   * process. The removed member is never started again (the liveness oracle expects the members left to elect and
+   * serve). If the call fails nothing is switched off: the operator sees the error and tries again later.
+   */
+  private decommissionLeader(lead: NodeHost, node: FloeNode<unknown>, voters: number): void {
+    const r = this.decommissionRng;
+    const power = r.chance(1 / 2);
+    this.trace(
+      `n${lead.id} is retired (leader of ${voters} voters): remove n${lead.id} (asked of it), then ${power ? 'power off' : 'kill'}`,
+    );
+    this.c.world.sched.after(0, lead.proc, 'decommission-leader', () => {
+      this.removeVia(lead, node, lead, false).then(
+        () => {
+          lead.removed = true;
+          if (lead.proc?.alive) {
+            if (power) lead.crash('power', (n) => r.int(n));
+            else lead.crash('process');
+          }
+          this.changing = false;
+          this.trace(`retire n${lead.id}: done, switched off`);
+        },
+        (err: unknown) => {
+          if (err instanceof UnsafeRemovalError) this.stats.unsafeRemovalsRefused++;
+          this.changing = false;
+          this.trace(`retire n${lead.id}: ${String(err).slice(0, 120)}`);
+        },
+      );
+    });
   }
 
   /**

@@ -164,6 +164,30 @@ describe('the full-stack simulator finds re-introduced bugs', () => {
     expect(loops).toBeGreaterThan(10);
   });
 
+  it('FS-22: a leader that proposes its own removal from two voters and is switched off at once leaves a survivor that never elects', {
+    timeout: 300_000,
+  }, async () => {
+    // Needs the membership fault's retirement of the leader's machine (added for it): remove the leader through its
+    // own API, then a kill or power-off as soon as the call returns. With the switch the leader of two voters proposes
+    // its removal, applies it and stops; the append carrying the commit index dies with it (a peer connection reset,
+    // or lost), and the survivor still counts two voters. `nodes` seeds 40, 51, 67, 140, 158, 171 of 1-200 fail
+    // (all liveness; nothing in 1-39); swarm 1007, 1049, 1154 of 1000-1199. Before the retirement: once in about
+    // 3,000 swarm seeds (the fault removed voters only at full size, and the leader only when drawn).
+    const f = await firstFailure({ profile: 'nodes', bugs: ['leader-self-removal'] }, 15, 30);
+    expect(f?.seed).toBe(40);
+    expect(f?.kind).toBe('liveness');
+    expect(f?.detail).toMatch(/0 leaders among running nodes; .*preCandidate/);
+    const lines: string[] = [];
+    await runFullSim({
+      seed: 40,
+      profile: 'nodes',
+      bugs: ['leader-self-removal'],
+      verbose: (l) => lines.push(l),
+    });
+    expect(lines.some((l) => /fault: n\d+ is retired \(leader of 2 voters\)/.test(l))).toBe(true);
+    expect((await runFullSim({ seed: f!.seed, profile: 'nodes' })).failure).toBeUndefined();
+  });
+
   it("issue 9 item 4: a restarted process trusting its predecessor's monotonic deadline outlives a resumed lease", {
     timeout: 300_000,
   }, async () => {
