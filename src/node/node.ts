@@ -189,6 +189,10 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
    * committed (it was saved with, or before, that hard state), so its term there is final.
    */
   private durableCommit = 0;
+  /** The commit index last written with fsync (or read at start): what a power loss cannot take back. */
+  private syncedCommit = 0;
+  /** Indexes of membership changes in the log above `syncedCommit` (FS-25). */
+  private confIndexes: number[] = [];
   private ticker: unknown;
   private lastTickAt = 0;
   /** Monotonic ms of the last storage lock check (NodeStorage.checkLock), and whether one is running. */
@@ -235,6 +239,13 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     this.persistedTerm = init.hardState.term;
     this.persistedVote = init.hardState.vote;
     this.durableCommit = init.hardState.commit;
+    this.syncedCommit = init.hardState.commit;
+    // Membership changes in the log above the commit index on disk (FS-25): their commit is synced when it comes.
+    const st = this.storage.storage;
+    const from = Math.max(init.hardState.commit + 1, st.firstIndex());
+    if (from <= st.lastIndex())
+      for (const e of st.entries(from, st.lastIndex() + 1))
+        if (e.type === 'conf') this.confIndexes.push(e.index);
 
     this.raw = new RawNode(
       {
@@ -1012,20 +1023,27 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     const termOrVoteChanged =
       rd.hardState !== undefined &&
       (rd.hardState.term !== this.persistedTerm || rd.hardState.vote !== this.persistedVote);
-    const sendEarly = this.role === 'leader' && !termOrVoteChanged && !rd.snapshot;
+    for (const e of rd.entries) if (e.type === 'conf') this.confIndexes.push(e.index);
+    const commitsConf = this.commitsConfChange(rd);
+    const sendEarly = this.role === 'leader' && !termOrVoteChanged && !rd.snapshot && !commitsConf;
     if (sendEarly && rd.messages.length > 0) this.transport.send(rd.messages);
     // 1. persist (hard state before anything that depends on it is sent)
+    const sync = rd.mustSync || rd.snapshot !== undefined || commitsConf;
     if (rd.hardState || rd.entries.length > 0 || rd.snapshot) {
-      if (rd.mustSync) this.stats.fsyncs++;
+      if (sync) this.stats.fsyncs++;
       await this.storage.save(
         { hardState: rd.hardState, entries: rd.entries, snapshot: rd.snapshot },
-        { sync: rd.mustSync || rd.snapshot !== undefined },
+        { sync },
       );
     }
     if (rd.hardState) {
       this.persistedTerm = rd.hardState.term;
       this.persistedVote = rd.hardState.vote;
       this.durableCommit = Math.max(this.durableCommit, rd.hardState.commit);
+      if (sync) {
+        this.syncedCommit = Math.max(this.syncedCommit, rd.hardState.commit);
+        this.confIndexes = this.confIndexes.filter((i) => i > this.syncedCommit);
+      }
     }
     if (this.stoppedReason) return;
     // 2. send
@@ -1068,6 +1086,20 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     if (!this.snapshotting && this.applied - this.snapshotIndex >= this.opts.snapshotEvery) {
       void this.takeSnapshot();
     }
+  }
+
+  /**
+   * FS-25: does this Ready's commit index cover a membership change whose commit is not yet on disk here? Then the
+   * hard state is written with fsync, and (on a leader) the messages that carry the new commit index wait for it. A
+   * member that learns its removal committed stops at once; had the leader kept the commit unsynced and then lost
+   * power, it would come back with the removal uncommitted, a configuration that still counts the member that left,
+   * and (with two voters) never elect again. Only the leader tells others the commit index, so once its disk holds
+   * it, nobody can have acted on a commit that a restart forgets. One fsync per membership change.
+   */
+  private commitsConfChange(rd: Ready): boolean {
+    const commit = rd.hardState?.commit;
+    if (commit === undefined || commit <= this.syncedCommit) return false;
+    return this.confIndexes.some((i) => i > this.syncedCommit && i <= commit);
   }
 
   private releaseReads(): void {
