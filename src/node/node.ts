@@ -198,6 +198,8 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
   private drainScheduled = false;
   private snapshotting = false;
   private stoppedReason: string | undefined;
+  /** The ids this node gave its transport as peers (syncTransportPeers takes away those that left the conf). */
+  private readonly transportPeers = new Set<NodeId>();
   private closing: Promise<void> | undefined;
   private fatal: Error | undefined;
   /** Counters for /metrics. */
@@ -249,7 +251,11 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
       },
       this.storage.storage,
     );
-    for (const m of this.members.all()) if (m.id !== this.id) this.transport.addPeer(m.id, m.peerAddr);
+    for (const m of this.members.all()) {
+      if (m.id === this.id) continue;
+      this.transport.addPeer(m.id, m.peerAddr);
+      this.transportPeers.add(m.id);
+    }
   }
 
   /** Starts ticking. A single-voter cluster elects itself at once. */
@@ -293,6 +299,36 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     } catch (err) {
       this.failStop(`reportUnreachable(${peer})`, err);
     }
+  }
+
+  /**
+   * FS-23: member `from` says it applied this node's removal at `removedAt`. Believed only while this node's
+   * applied directory still names itself, as a member since before `removedAt` (ids are never reused, FS-24; the
+   * check keeps a member re-added under an old id, from before that rule, from stopping on its old removal),
+   * and has not applied that far (it would have applied the removal and stopped). Then it stops as if it had
+   * applied the removal; the rest of the cluster no longer talks to it.
+   */
+  onRemoved(from: NodeId, removedAt: number): void {
+    if (this.stoppedReason) return;
+    const self = this.members.get(this.id);
+    if (!self || (self.since !== undefined && self.since >= removedAt) || this.applied >= removedAt) {
+      this.log.warn(
+        { from, removedAt, since: self?.since, applied: this.applied, member: self !== undefined },
+        'ignored a removal verdict that does not match this node’s membership',
+      );
+      return;
+    }
+    this.log.warn({ from, removedAt }, 'this node was removed from the cluster (told by a member); stopping');
+    this.timers.setImmediate(() => {
+      this.stop(`removed from the cluster (told by node ${from}: removal at index ${removedAt})`).catch(
+        (err) => this.log.error({ err: String(err) }, 'stopping after removal failed'),
+      );
+    });
+  }
+
+  /** FS-23: where this node applied the removal of `id` (a non-member), for the transport's verdict. */
+  removedAt(id: NodeId): number | undefined {
+    return this.members.get(id) ? undefined : this.members.removedAt(id);
   }
 
   onSnapshotStatus(peer: NodeId, ok: boolean): void {
@@ -1268,11 +1304,17 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
   private syncTransportPeers(): void {
     const ids = new Set([...this.conf.voters, ...this.conf.learners]);
     for (const m of this.members.all()) {
-      if (m.id === this.id) continue;
-      if (ids.has(m.id)) this.transport.addPeer(m.id, m.peerAddr);
+      if (m.id === this.id || !ids.has(m.id)) continue;
+      this.transport.addPeer(m.id, m.peerAddr);
+      this.transportPeers.add(m.id);
     }
-    for (const m of this.members.all())
-      if (!ids.has(m.id) && m.id !== this.id) this.transport.removePeer(m.id);
+    // From what was given to the transport, not from the directory: a removal has already taken the id out of the
+    // directory (before, the removed member stayed a peer for ever, dialled, and accepted; FS-23 needs it refused).
+    for (const id of [...this.transportPeers]) {
+      if (ids.has(id)) continue;
+      this.transport.removePeer(id);
+      this.transportPeers.delete(id);
+    }
   }
 
   private restoreSnapshotData(data: Uint8Array): void {
