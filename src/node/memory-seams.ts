@@ -363,7 +363,10 @@ export class MemoryNetwork {
       if (m.type === 'snap') this.schedule(() => from.sink?.onSnapshotStatus(m.to, false));
     };
     // Not a peer: the production transport has no connection to use (`unsendable`).
-    if (!from.peers.has(m.to) || this.down(m.from, m.to)) return lost();
+    if (!from.peers.has(m.to) || this.down(m.from, m.to)) {
+      lost();
+      return;
+    }
     const to = this.endpoints.get(m.to);
     if (to && !to.closed && !to.peers.has(m.from)) {
       // The receiver refuses the connection; one that removed the sender says so (both links must work).
@@ -373,12 +376,19 @@ export class MemoryNetwork {
           if (!from.closed) from.sink?.onRemoved?.(m.to, removedAt);
         });
       }
-      return lost();
+      lost();
+      return;
     }
-    if (this.options.lose?.(m)) return lost();
+    if (this.options.lose?.(m)) {
+      lost();
+      return;
+    }
     this.schedule(() => {
       const dest = this.accepting(m.from, m.to);
-      if (this.down(m.from, m.to) || !dest) return lost();
+      if (this.down(m.from, m.to) || !dest) {
+        lost();
+        return;
+      }
       dest.sink?.onMessage(m);
       if (m.type === 'snap') from.sink?.onSnapshotStatus(m.to, true);
     });
