@@ -9,6 +9,12 @@ describe('MemberDirectory', () => {
     d.upsert({ id: 4, peerAddr: 'a:4' }, 12); // addLearner at 12
     d.upsert({ id: 4, peerAddr: 'a:4', httpAddr: 'h:4' }, 15); // promoted at 15
     expect(d.get(4)).toEqual({ id: 4, peerAddr: 'a:4', httpAddr: 'h:4', since: 12 });
+    // A joiner's directory names it (from its configuration) before it applies its own add: the caller says it joins.
+    const joiner = new MemberDirectory([{ id: 5, peerAddr: 'a:5' }]);
+    joiner.upsert({ id: 5, peerAddr: 'a:5' }, 17, true);
+    expect(joiner.get(5)?.since).toBe(17);
+    joiner.upsert({ id: 5, peerAddr: 'a:5' }, 19, false); // then promoted
+    expect(joiner.get(5)?.since).toBe(17);
   });
 
   it('remembers a removed ID with the index of its removal, and a later removal replaces an earlier one', () => {

@@ -48,11 +48,13 @@ export class MemberDirectory {
 
   /**
    * Records the member that the conf entry at `index` adds, promotes or demotes. Its generation
-   * (`since`) is `index` when it was not a member before, and is kept otherwise.
+   * (`since`) is `index` when it was not a member before, and is kept otherwise. `joins` says whether
+   * it was a member (the caller knows from the configuration); by default, whether the directory
+   * had it. A joiner's own directory has itself from its configuration before it applies its add.
    */
-  upsert(info: MemberInfo, index?: number): void {
+  upsert(info: MemberInfo, index?: number, joins?: boolean): void {
     const prev = this.members.get(info.id);
-    const since = prev ? prev.since : index;
+    const since = (joins ?? prev === undefined) ? index : prev?.since;
     const next: MemberInfo = { ...prev, ...info };
     if (since === undefined) delete next.since;
     else next.since = since;

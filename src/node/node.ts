@@ -1179,12 +1179,15 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
 
   private applyDecoded(e: Entry, env: Envelope | undefined): unknown {
     if (e.type === 'conf') {
+      const id = e.change.nodeId;
+      const joins = !this.conf.voters.includes(id) && !this.conf.learners.includes(id);
       this.conf = this.raw.applyConfChange(e.change);
       const ctx = decodeMemberContext(e.change.context);
       if (e.change.type === 'remove') {
-        this.members.remove(e.change.nodeId, e.index);
+        this.members.remove(id, e.index);
       } else if (ctx) {
-        this.members.upsert({ id: e.change.nodeId, ...ctx }, e.index);
+        // From the configuration, not the directory: a joiner's directory names it (its configuration) before this.
+        this.members.upsert({ id, ...ctx }, e.index, joins);
       }
       this.syncTransportPeers();
       if (e.change.type === 'remove' && e.change.nodeId === this.id) {
