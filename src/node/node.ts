@@ -198,8 +198,6 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
   private drainScheduled = false;
   private snapshotting = false;
   private stoppedReason: string | undefined;
-  /** The ids this node gave its transport as peers (syncTransportPeers takes away those that left the conf). */
-  private readonly transportPeers = new Set<NodeId>();
   private closing: Promise<void> | undefined;
   private fatal: Error | undefined;
   /** Counters for /metrics. */
@@ -251,11 +249,7 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
       },
       this.storage.storage,
     );
-    for (const m of this.members.all()) {
-      if (m.id === this.id) continue;
-      this.transport.addPeer(m.id, m.peerAddr);
-      this.transportPeers.add(m.id);
-    }
+    for (const m of this.members.all()) if (m.id !== this.id) this.transport.addPeer(m.id, m.peerAddr);
   }
 
   /** Starts ticking. A single-voter cluster elects itself at once. */
@@ -1307,17 +1301,15 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
   private syncTransportPeers(): void {
     const ids = new Set([...this.conf.voters, ...this.conf.learners]);
     for (const m of this.members.all()) {
-      if (m.id === this.id || !ids.has(m.id)) continue;
-      this.transport.addPeer(m.id, m.peerAddr);
-      this.transportPeers.add(m.id);
+      if (m.id === this.id) continue;
+      if (ids.has(m.id)) this.transport.addPeer(m.id, m.peerAddr);
     }
-    // From what was given to the transport, not from the directory: a removal has already taken the id out of the
-    // directory (before, the removed member stayed a peer for ever, dialled, and accepted; FS-23 needs it refused).
-    for (const id of [...this.transportPeers]) {
-      if (ids.has(id)) continue;
-      this.transport.removePeer(id);
-      this.transportPeers.delete(id);
-    }
+    for (const m of this.members.all())
+      if (!ids.has(m.id) && m.id !== this.id) this.transport.removePeer(m.id);
+    // A removal has already taken its id out of the directory: the tombstone says to drop the peer. Before, a
+    // removed member stayed a peer for ever (dialled, and accepted); FS-23's verdict needs it refused.
+    for (const r of this.members.allRemoved())
+      if (!ids.has(r.id) && r.id !== this.id) this.transport.removePeer(r.id);
   }
 
   private restoreSnapshotData(data: Uint8Array): void {
