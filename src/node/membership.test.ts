@@ -257,6 +257,37 @@ describe('a removed member that never applied its removal (FS-23)', () => {
     expect(leader.node.status().conf.voters).not.toContain(gone.id);
   });
 
+  it('FS-23: a node told it was removed before it started never starts ticking (the process could not exit)', async () => {
+    // In `floe serve` the transport dials before the node starts: the verdict can stop the node first.
+    let intervals = 0;
+    const timers = {
+      setTimeout: (fn: () => void, ms: number) => setTimeout(fn, ms),
+      clearTimeout: (h: unknown) => clearTimeout(h as NodeJS.Timeout),
+      setInterval: (fn: () => void, ms: number) => {
+        intervals++;
+        return setInterval(fn, ms);
+      },
+      clearInterval: (h: unknown) => clearInterval(h as NodeJS.Timeout),
+      setImmediate: (fn: () => void) => setImmediate(fn),
+    };
+    const net = new MemoryNetwork();
+    const transport = net.endpoint(2);
+    const node = new FloeNode<KvResult>({
+      id: 2,
+      storage: new MemoryNodeStorage({ voters: [1, 2, 3], learners: [] }),
+      transport,
+      stateMachine: new KvStateMachine(),
+      initialMembers: founders,
+      random: seeded(7),
+      timers,
+    });
+    transport.bind(node);
+    node.onRemoved(1, 9);
+    expect(await stopReason(node)).toBe('removed from the cluster (told by node 1: removal at index 9)');
+    node.start();
+    expect(intervals).toBe(0);
+  });
+
   it('FS-23: a verdict that does not match this node’s membership is ignored (removal before its generation, or already applied)', async () => {
     const net = new MemoryNetwork();
     const nodes = [1, 2, 3].map((id) => boot(net, id));

@@ -254,7 +254,8 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
 
   /** Starts ticking. A single-voter cluster elects itself at once. */
   start(): void {
-    if (this.ticker !== undefined) return;
+    // A node stopped before it started (told it was removed while the process was still starting, FS-23) stays so.
+    if (this.ticker !== undefined || this.stoppedReason) return;
     this.lastTickAt = this.clock.monotonicMs();
     this.lastLockCheckAt = this.lastTickAt;
     this.ticker = this.timers.setInterval(() => this.onTimer(), this.opts.tickMs);
