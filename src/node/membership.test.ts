@@ -211,3 +211,108 @@ describe('re-adding a removed node ID (FS-24)', () => {
     expect((err as Error).message).toMatch(reused);
   });
 });
+
+/** Resolves with the node's stop reason, or rejects after `ms` (a bound, not a wait: the event is what counts). */
+function stopReason(node: FloeNode<KvResult>, ms = 5_000): Promise<string> {
+  if (node.stopped !== undefined) return Promise.resolve(node.stopped);
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(
+      () => reject(new Error(`node ${node.status().id} still running after ${ms} ms`)),
+      ms,
+    );
+    node.once('stopped', (reason) => {
+      clearTimeout(timer);
+      resolve(reason);
+    });
+  });
+}
+
+// FS-23: a node stopped itself only when it applied its own removal. One that never receives the commit of it (down
+// when it committed, or the one message lost) lingered for ever as a pre-candidate. Now a member that applied the
+// removal refuses its connection with the removal verdict (decision 0008; the memory twin gives it as the handshake).
+describe('a removed member that never applied its removal (FS-23)', () => {
+  it('FS-23: a member removed while it was down, restarted later from its data, stops by itself', async () => {
+    const net = new MemoryNetwork();
+    const nodes = [1, 2, 3].map((id) => boot(net, id));
+    const leader = await leaderOf(nodes);
+    await leader.node.propose(put('a'));
+    const gone = nodes.find((m) => m !== leader) as Member & { storage: MemoryNodeStorage };
+    await gone.node.stop('machine switched off');
+    running.splice(running.indexOf(gone), 1);
+    await leader.node.removeMember(gone.id);
+    await leader.node.propose(put('b'));
+    const removedAt = leader.node.status().removed.find((r) => r.id === gone.id)?.removedAt as number;
+    expect(removedAt).toBeGreaterThan(0);
+
+    // Its disk holds no removal: it boots as a voter of the old configuration and campaigns.
+    const again = boot(net, gone.id, false, { storage: gone.storage.crash('process') });
+    expect(again.node.status().conf.voters).toContain(gone.id);
+    const reason = await stopReason(again.node);
+    expect(reason).toMatch(
+      new RegExp(`^removed from the cluster \\(told by node \\d: removal at index ${removedAt}\\)$`),
+    );
+    expect(again.node.status().appliedIndex).toBeLessThan(removedAt);
+    // The cluster went on without it.
+    expect(await leader.node.propose(put('c'))).toBeDefined();
+    expect(leader.node.status().conf.voters).not.toContain(gone.id);
+  });
+
+  it('FS-23: a node told it was removed before it started never starts ticking (the process could not exit)', async () => {
+    // In `floe serve` the transport dials before the node starts: the verdict can stop the node first.
+    let intervals = 0;
+    const timers = {
+      setTimeout: (fn: () => void, ms: number) => setTimeout(fn, ms),
+      clearTimeout: (h: unknown) => clearTimeout(h as NodeJS.Timeout),
+      setInterval: (fn: () => void, ms: number) => {
+        intervals++;
+        return setInterval(fn, ms);
+      },
+      clearInterval: (h: unknown) => clearInterval(h as NodeJS.Timeout),
+      setImmediate: (fn: () => void) => setImmediate(fn),
+    };
+    const net = new MemoryNetwork();
+    const transport = net.endpoint(2);
+    const node = new FloeNode<KvResult>({
+      id: 2,
+      storage: new MemoryNodeStorage({ voters: [1, 2, 3], learners: [] }),
+      transport,
+      stateMachine: new KvStateMachine(),
+      initialMembers: founders,
+      random: seeded(7),
+      timers,
+    });
+    transport.bind(node);
+    node.onRemoved(1, 9);
+    expect(await stopReason(node)).toBe('removed from the cluster (told by node 1: removal at index 9)');
+    node.start();
+    expect(intervals).toBe(0);
+  });
+
+  it('FS-23: a verdict that does not match this node’s membership is ignored (removal before its generation, or already applied)', async () => {
+    const net = new MemoryNetwork();
+    const nodes = [1, 2, 3].map((id) => boot(net, id));
+    const leader = await leaderOf(nodes);
+    await leader.node.propose(put('a'));
+    const joined = boot(net, 4, true);
+    await leader.node.addMember({ id: 4, peerAddr: 'mem:4' }, 30_000);
+    await leader.node.propose(put('b'));
+    await until(() => joined.kv.get('k') === 'b');
+    const since = joined.node.status().members.find((m) => m.id === 4)?.since as number;
+    expect(since).toBeGreaterThan(0);
+    const applied = joined.node.status().appliedIndex;
+    expect(applied).toBeGreaterThan(since);
+    // A removal older than its generation (an earlier holder of the id, before FS-24 forbade reuse): not about it.
+    joined.node.onRemoved(leader.id, since - 1);
+    joined.node.onRemoved(leader.id, since);
+    // A removal at or before what it applied: it would have applied it (and stopped) if it removed this node.
+    joined.node.onRemoved(leader.id, applied);
+    await leader.node.propose(put('c'));
+    await until(() => joined.kv.get('k') === 'c');
+    expect(joined.node.stopped).toBeUndefined();
+    // A founder (generation unknown: 0) that has not applied that far believes it.
+    const founder = nodes.find((m) => m !== leader) as Member;
+    expect(founder.node.status().members.find((m) => m.id === founder.id)?.since).toBeUndefined();
+    founder.node.onRemoved(leader.id, founder.node.status().appliedIndex + 1000);
+    expect(await stopReason(founder.node)).toMatch(/^removed from the cluster \(told by node/);
+  });
+});

@@ -279,35 +279,59 @@ function never(): Promise<never> {
   return new Promise<never>(() => {});
 }
 
-/** A hub that delivers messages between in-process nodes asynchronously; links can be cut. */
-export class MemoryNetwork {
-  private readonly sinks = new Map<NodeId, TransportSink>();
-  private readonly cut = new Set<string>();
+export interface MemoryNetworkOptions {
+  /** Runs a delivery (or a verdict, or a snapshot's status) later. Default setImmediate. */
+  schedule?: (fn: () => void) => void;
+  /** Links that carry nothing now, decided when sent and again when delivered (on top of `isolate`). */
+  blocked?: (from: NodeId, to: NodeId) => boolean;
+  /** A Raft message for which this answers true is lost on the wire (decided when sent). */
+  lose?: (m: Message) => boolean;
+}
 
+interface MemoryEndpoint {
+  sink: TransportSink | undefined;
+  peers: Set<NodeId>;
+  closed: boolean;
+}
+
+/**
+ * A hub that delivers messages between in-process nodes asynchronously; links can be cut. It keeps
+ * the production transport's rules of who talks to whom (src/transport): a message goes out only to
+ * a peer of its sender (addPeer) and is taken only from a peer of its receiver (the handshake refuses
+ * anyone else, and removePeer closes the connections); a sender the receiver has removed (its sink's
+ * `removedAt`) is told so (`onRemoved`), as the handshake's removal verdict does (FS-23).
+ */
+export class MemoryNetwork {
+  private readonly endpoints = new Map<NodeId, MemoryEndpoint>();
+  private readonly cut = new Set<string>();
+  private readonly schedule: (fn: () => void) => void;
+
+  constructor(private readonly options: MemoryNetworkOptions = {}) {
+    this.schedule = options.schedule ?? ((fn) => setImmediate(fn));
+  }
+
+  /** The transport of one node process; a restarted process takes a new endpoint. */
   endpoint(id: NodeId): NodeTransport & { bind(sink: TransportSink): void } {
     const net = this;
+    const ep: MemoryEndpoint = { sink: undefined, peers: new Set(), closed: false };
+    this.endpoints.set(id, ep);
     return {
       bind(sink: TransportSink) {
-        net.sinks.set(id, sink);
+        ep.sink = sink;
       },
       send(messages: Message[]) {
-        for (const m of messages) {
-          if (net.cut.has(`${m.from}->${m.to}`)) {
-            // The core needs an outcome for every snapshot it sends, lost ones included.
-            if (m.type === 'snap') setImmediate(() => net.sinks.get(m.from)?.onSnapshotStatus(m.to, false));
-            continue;
-          }
-          setImmediate(() => {
-            if (net.cut.has(`${m.from}->${m.to}`)) return;
-            net.sinks.get(m.to)?.onMessage(m);
-            if (m.type === 'snap') net.sinks.get(m.from)?.onSnapshotStatus(m.to, true);
-          });
-        }
+        if (ep.closed) return;
+        for (const m of messages) net.send(ep, m);
       },
-      addPeer() {},
-      removePeer() {},
+      addPeer(peer: NodeId) {
+        if (peer !== id) ep.peers.add(peer);
+      },
+      removePeer(peer: NodeId) {
+        ep.peers.delete(peer);
+      },
       async close() {
-        net.sinks.delete(id);
+        ep.closed = true;
+        ep.sink = undefined;
       },
     };
   }
@@ -321,5 +345,52 @@ export class MemoryNetwork {
 
   heal(): void {
     this.cut.clear();
+  }
+
+  private down(from: NodeId, to: NodeId): boolean {
+    return this.cut.has(`${from}->${to}`) || this.options.blocked?.(from, to) === true;
+  }
+
+  /** The receiver's endpoint, when it is up and takes messages from `from`. */
+  private accepting(from: NodeId, to: NodeId): MemoryEndpoint | undefined {
+    const ep = this.endpoints.get(to);
+    return ep && !ep.closed && ep.peers.has(from) ? ep : undefined;
+  }
+
+  private send(from: MemoryEndpoint, m: Message): void {
+    const lost = () => {
+      // The core needs an outcome for every snapshot it sends, lost ones included.
+      if (m.type === 'snap') this.schedule(() => from.sink?.onSnapshotStatus(m.to, false));
+    };
+    // Not a peer: the production transport has no connection to use (`unsendable`).
+    if (!from.peers.has(m.to) || this.down(m.from, m.to)) {
+      lost();
+      return;
+    }
+    const to = this.endpoints.get(m.to);
+    if (to && !to.closed && !to.peers.has(m.from)) {
+      // The receiver refuses the connection; one that removed the sender says so (both links must work).
+      const removedAt = to.sink?.removedAt?.(m.from);
+      if (removedAt !== undefined && !this.down(m.to, m.from)) {
+        this.schedule(() => {
+          if (!from.closed) from.sink?.onRemoved?.(m.to, removedAt);
+        });
+      }
+      lost();
+      return;
+    }
+    if (this.options.lose?.(m)) {
+      lost();
+      return;
+    }
+    this.schedule(() => {
+      const dest = this.accepting(m.from, m.to);
+      if (this.down(m.from, m.to) || !dest) {
+        lost();
+        return;
+      }
+      dest.sink?.onMessage(m);
+      if (m.type === 'snap') from.sink?.onSnapshotStatus(m.to, true);
+    });
   }
 }

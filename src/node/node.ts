@@ -265,7 +265,8 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
 
   /** Starts ticking. A single-voter cluster elects itself at once. */
   start(): void {
-    if (this.ticker !== undefined) return;
+    // A node stopped before it started (told it was removed while the process was still starting, FS-23) stays so.
+    if (this.ticker !== undefined || this.stoppedReason) return;
     this.lastTickAt = this.clock.monotonicMs();
     this.lastLockCheckAt = this.lastTickAt;
     this.ticker = this.timers.setInterval(() => this.onTimer(), this.opts.tickMs);
@@ -304,6 +305,36 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     } catch (err) {
       this.failStop(`reportUnreachable(${peer})`, err);
     }
+  }
+
+  /**
+   * FS-23: member `from` says it applied this node's removal at `removedAt`. Believed only while this node's
+   * applied directory still names itself, as a member since before `removedAt` (ids are never reused, FS-24; the
+   * check keeps a member re-added under an old id, from before that rule, from stopping on its old removal),
+   * and has not applied that far (it would have applied the removal and stopped). Then it stops as if it had
+   * applied the removal; the rest of the cluster no longer talks to it.
+   */
+  onRemoved(from: NodeId, removedAt: number): void {
+    if (this.stoppedReason) return;
+    const self = this.members.get(this.id);
+    if (!self || (self.since !== undefined && self.since >= removedAt) || this.applied >= removedAt) {
+      this.log.warn(
+        { from, removedAt, since: self?.since, applied: this.applied, member: self !== undefined },
+        'ignored a removal verdict that does not match this node’s membership',
+      );
+      return;
+    }
+    this.log.warn({ from, removedAt }, 'this node was removed from the cluster (told by a member); stopping');
+    this.timers.setImmediate(() => {
+      this.stop(`removed from the cluster (told by node ${from}: removal at index ${removedAt})`).catch(
+        (err) => this.log.error({ err: String(err) }, 'stopping after removal failed'),
+      );
+    });
+  }
+
+  /** FS-23: where this node applied the removal of `id` (a non-member), for the transport's verdict. */
+  removedAt(id: NodeId): number | undefined {
+    return this.members.get(id) ? undefined : this.members.removedAt(id);
   }
 
   onSnapshotStatus(peer: NodeId, ok: boolean): void {
@@ -1177,14 +1208,14 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     if (e.type === 'conf') {
       // A member's generation is the index of the entry that added it to the configuration, whatever the directory
       // held before (a joiner's and a restarted member's start from their --initial-cluster): replicas must agree.
-      const before = this.conf;
-      const wasMember = before.voters.includes(e.change.nodeId) || before.learners.includes(e.change.nodeId);
+      const id = e.change.nodeId;
+      const joins = !this.conf.voters.includes(id) && !this.conf.learners.includes(id);
       this.conf = this.raw.applyConfChange(e.change);
       const ctx = decodeMemberContext(e.change.context);
       if (e.change.type === 'remove') {
-        this.members.remove(e.change.nodeId, e.index);
+        this.members.remove(id, e.index);
       } else if (ctx) {
-        this.members.upsert({ id: e.change.nodeId, ...ctx }, wasMember ? undefined : e.index);
+        this.members.upsert({ id, ...ctx }, joins ? e.index : undefined);
       }
       this.syncTransportPeers();
       if (e.change.type === 'remove' && e.change.nodeId === this.id) {
@@ -1309,6 +1340,10 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     }
     for (const m of this.members.all())
       if (!ids.has(m.id) && m.id !== this.id) this.transport.removePeer(m.id);
+    // A removal has already taken its id out of the directory: the tombstone says to drop the peer. Before, a
+    // removed member stayed a peer for ever (dialled, and accepted); FS-23's verdict needs it refused.
+    for (const r of this.members.allRemoved())
+      if (!ids.has(r.id) && r.id !== this.id) this.transport.removePeer(r.id);
   }
 
   private restoreSnapshotData(data: Uint8Array): void {

@@ -35,6 +35,17 @@ export interface TransportSink {
   onMessage(msg: Message): void;
   onUnreachable(peer: NodeId): void;
   onSnapshotStatus(peer: NodeId, ok: boolean): void;
+  /**
+   * FS-23, dialer side: member `from` proved (under the cluster secret) that it applied this node's removal at
+   * log index `removedAt`. Every transport reports it the same way: only from a member that has the tombstone,
+   * only on a dial that this node made to it.
+   */
+  onRemoved?(from: NodeId, removedAt: number): void;
+  /**
+   * FS-23, listener side: the log index at which this node applied the removal of `id`, or undefined (never
+   * removed, or a member). A transport refuses a dialer it names with the "removed" verdict.
+   */
+  removedAt?(id: NodeId): number | undefined;
 }
 
 /** Time and timers, injectable so tests can control them. */

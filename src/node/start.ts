@@ -127,6 +127,9 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
     onMessage: (msg) => sink?.onMessage(msg),
     onUnreachable: (peer) => sink?.onUnreachable(peer),
     onSnapshotStatus: (peer, ok) => sink?.onSnapshotStatus(peer, ok),
+    // FS-23: the removal verdict, both ways.
+    removedAt: (id) => sink?.removedAt?.(id),
+    onRemoved: (peer, removedAt) => sink?.onRemoved?.(peer, removedAt),
     logger,
     ...(peerFactory ? { socketFactory: peerFactory } : {}),
   });

@@ -7,9 +7,9 @@ import { describe, expect, it } from 'vitest';
 import type { Message, NodeId } from '../raft/types.js';
 import { encodeKvCommand, type KvResult, KvStateMachine } from '../state/kv-state-machine.js';
 import { NotLeaderError, UnsafeRemovalError } from './errors.js';
-import { MemoryNodeStorage } from './memory-seams.js';
+import { MemoryNetwork, MemoryNodeStorage } from './memory-seams.js';
 import { FloeNode } from './node.js';
-import type { NodeClock, NodeTransport, TransportSink } from './seams.js';
+import type { NodeClock } from './seams.js';
 import { VirtualTimers } from './test-doubles.js';
 
 const TICK_MS = 10;
@@ -29,35 +29,21 @@ function cluster(size: number) {
   const vt = new VirtualTimers();
   const clock: NodeClock = { monotonicMs: () => vt.now, wallMs: () => 1_800_000_000_000 + vt.now };
   const ids = Array.from({ length: size }, (_, i) => i + 1);
-  const sinks = new Map<NodeId, TransportSink>();
   const down = new Set<NodeId>();
   /** Review FS-22: messages for which `lose.fn` answers true are lost on the wire (decided when sent). */
   const lose: { fn?: (m: Message) => boolean } = {};
-  const transport = (): NodeTransport => ({
-    send(messages: Message[]) {
-      for (const m of messages) {
-        if (down.has(m.from) || down.has(m.to)) {
-          if (m.type === 'snap')
-            vt.setTimeout(() => sinks.get(m.from)?.onSnapshotStatus(m.to, false), LATENCY_MS);
-          continue;
-        }
-        if (lose.fn?.(m)) continue;
-        vt.setTimeout(() => {
-          if (down.has(m.to) || down.has(m.from)) return;
-          sinks.get(m.to)?.onMessage(m);
-          if (m.type === 'snap') sinks.get(m.from)?.onSnapshotStatus(m.to, true);
-        }, LATENCY_MS);
-      }
-    },
-    addPeer() {},
-    removePeer() {},
-    async close() {},
+  // The memory twin keeps the production transport's rules: only peers talk, a removed node is told so (FS-23).
+  const net = new MemoryNetwork({
+    schedule: (fn) => vt.setTimeout(fn, LATENCY_MS),
+    blocked: (from, to) => down.has(from) || down.has(to),
+    lose: (m) => lose.fn?.(m) === true,
   });
   const nodes = ids.map((id) => {
+    const transport = net.endpoint(id);
     const n = new FloeNode<KvResult>({
       id,
       storage: new MemoryNodeStorage({ voters: ids, learners: [] }),
-      transport: transport(),
+      transport,
       stateMachine: new KvStateMachine(),
       initialMembers: ids.map((i) => ({ id: i, peerAddr: `mem:${i}` })),
       tickMs: TICK_MS,
@@ -68,7 +54,7 @@ function cluster(size: number) {
       incarnation: new Uint8Array(8).fill(id),
       proposalTimeoutMs: 2_000,
     });
-    sinks.set(id, n);
+    transport.bind(n);
     return n;
   });
   for (const n of nodes) n.start();
@@ -447,13 +433,12 @@ describe('removeMember of the leader itself (FS-22), review probes', () => {
     }
   }
 
-  // FS-23 (open, a known limitation; `it.fails` pins it: when it is fixed this test fails, and becomes `it`). docs/node.md:
-  // "a removed node stops by itself" — only once it learns its removal committed. Before FS-22's fix a leader removing
-  // itself computed the commit itself and always stopped; now it is a follower, like any removed follower, and
-  // learns of its removal only from the new leader, which stops talking to it once it has applied the removal.
-  // Liveness of the cluster is not at stake (the voters left lead); the removed node lingers as a pre-candidate
-  // until its machine is switched off, which removing a member is for.
-  it.fails('FS-23 (open): the removed old leader stops by itself even when the new leader’s message carrying the commit of its removal is lost', async () => {
+  // FS-23 (fixed): docs/node.md, "a removed node stops by itself". Before FS-22's fix a leader removing itself computed
+  // the commit itself and always stopped; now it is a follower, like any removed follower, and the new leader stops
+  // talking to it once it has applied the removal. The removed node learns it from the transport: a member that
+  // applied the removal refuses its connection with the removal verdict (decision 0008), which the memory twin gives
+  // as the production handshake does. Before the fix it lingered as a pre-candidate.
+  it('FS-23: the removed old leader stops by itself even when the new leader’s message carrying the commit of its removal is lost', async () => {
     const c = cluster(2);
     const { l, followers } = await settled(c);
     const peer = followers[0] as FloeNode<KvResult>;
@@ -474,9 +459,12 @@ describe('removeMember of the leader itself (FS-22), review probes', () => {
     const p = c.outcome(peer.removeMember(l.id));
     const r2 = await p;
     expect(r2).toEqual({ ok: undefined });
-    // The old leader is not switched off: it should learn it was removed and stop.
-    await c.vt.advance(10 * ELECTION_TICKS * TICK_MS);
-    expect(l.stopped).toMatch(/removed/);
+    // The old leader is not switched off: it learns it was removed (from the new leader) and stops.
+    await c.until(() => l.stopped !== undefined, 10 * ELECTION_TICKS * TICK_MS);
+    expect(l.stopped).toBe(
+      `removed from the cluster (told by node ${peer.id}: removal at index ${removalAt})`,
+    );
+    expect(l.status().appliedIndex).toBeLessThan(removalAt);
     await c.stopAll();
   });
 

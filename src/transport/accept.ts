@@ -11,6 +11,7 @@ import {
   decodeHello,
   encodeChallenge,
   encodeReject,
+  encodeRemovedReject,
   type HandshakeContext,
   newNonce,
   proofMatches,
@@ -24,6 +25,11 @@ export interface AcceptParams {
   timeoutMs: number;
   maxFrameBytes: number;
   isKnownPeer(id: NodeId): boolean;
+  /**
+   * The log index at which this node applied the removal of `id` (a non-peer), or undefined: a dialer
+   * it names gets the "removed" verdict after its AUTH proof, instead of `unknownNode` at HELLO (FS-23).
+   */
+  removedAt?(id: NodeId): number | undefined;
   /**
    * Registers the authenticated connection as (peer, channel); false when another authenticated
    * connection already holds that claim (the new one is refused).
@@ -47,16 +53,20 @@ export function acceptHandshake(conn: FramedSocket, p: AcceptParams): void {
   let done = false;
   let claimed: NodeId | undefined;
   const timers = p.timers ?? defaultTimers;
-  const fail = (reason: HandshakeRejectReason, message: string) => {
+  const fail = (reason: HandshakeRejectReason, message: string, payload = encodeReject(reason)) => {
     if (done) return;
     done = true;
     timers.clearTimeout(timer);
     const err = new HandshakeError(reason, message);
     p.onRejected(err, claimed);
     if (!conn.isClosed) {
-      conn.write(encodeFrame(FrameKind.reject, encodeReject(reason)));
+      conn.write(encodeFrame(FrameKind.reject, payload));
       conn.endGracefully(err);
     }
+  };
+  const removedAt = (id: NodeId): number | undefined => {
+    const r = id === p.selfId ? undefined : p.removedAt?.(id);
+    return r !== undefined && Number.isSafeInteger(r) && r >= 1 ? r : undefined;
   };
   const timer = timers.setTimeout(
     () => fail('timeout', `handshake did not finish within ${p.timeoutMs} ms (handshakeTimeoutMs)`),
@@ -96,7 +106,12 @@ export function acceptHandshake(conn: FramedSocket, p: AcceptParams): void {
         if (hello.listenerId !== p.selfId) {
           return fail('wrongNode', `peer dialed node ${hello.listenerId}, but this is node ${p.selfId}`);
         }
-        if (hello.dialerId === p.selfId || !p.isKnownPeer(hello.dialerId)) {
+        // A removed id goes on to prove the secret before it is told so; any other stranger is refused here,
+        // before either side has proved anything.
+        if (
+          hello.dialerId === p.selfId ||
+          (!p.isKnownPeer(hello.dialerId) && removedAt(hello.dialerId) === undefined)
+        ) {
           return fail('unknownNode', `node id ${hello.dialerId} is not a peer of node ${p.selfId}`);
         }
         ctx = {
@@ -125,7 +140,15 @@ export function acceptHandshake(conn: FramedSocket, p: AcceptParams): void {
       }
       // Re-checked at the end: the peer may have been removed while we were talking.
       if (!p.isKnownPeer(ctx.dialerId)) {
-        return fail('unknownNode', `node id ${ctx.dialerId} is not a peer of node ${p.selfId}`);
+        const at = removedAt(ctx.dialerId);
+        if (at === undefined) {
+          return fail('unknownNode', `node id ${ctx.dialerId} is not a peer of node ${p.selfId}`);
+        }
+        return fail(
+          'removed',
+          `node ${ctx.dialerId} was removed from the cluster (at log index ${at}); told so`,
+          encodeRemovedReject(at, computeProof(p.key, 'removed', ctx, { removedAt: at })),
+        );
       }
       if (!p.claim(ctx.dialerId, ctx.channel, conn)) {
         return fail(

@@ -1,6 +1,6 @@
 import type { NodeId } from '../raft/types.js';
 import { WIRE_VERSION } from './codec.js';
-import { HandshakeError, ProtocolError } from './errors.js';
+import { ForgedVerdictError, HandshakeError, ProtocolError, RemovedVerdictError } from './errors.js';
 import { encodeFrame, FrameKind } from './frame.js';
 import { FramedSocket } from './framed-socket.js';
 import {
@@ -8,6 +8,7 @@ import {
   computeProof,
   decodeChallenge,
   decodeReject,
+  decodeRemovedReject,
   encodeAuth,
   encodeHello,
   HANDSHAKE_MAX_FRAME_BYTES,
@@ -42,7 +43,8 @@ export interface DialParams {
 /**
  * Dials a peer and runs the dialer's half of the handshake (see handshake.ts). Resolves with an
  * authenticated connection; rejects with HandshakeError, ProtocolError or the socket's error, after
- * the socket is destroyed.
+ * the socket is destroyed. A removal verdict whose proofs hold rejects with RemovedVerdictError; one
+ * that cannot be believed with ForgedVerdictError.
  */
 export function dialPeer(p: DialParams): Promise<FramedSocket> {
   return new Promise((resolve, reject) => {
@@ -78,10 +80,34 @@ export function dialPeer(p: DialParams): Promise<FramedSocket> {
     });
 
     let ctx: HandshakeContext | undefined;
+    const at = `peer ${p.peerId} at ${p.target.host}:${p.target.port}`;
+    // Believed only from a listener that proved the secret (its CHALLENGE, checked before our AUTH went out)
+    // and with a proof of its own over this connection's transcript and the index.
+    const removedVerdict = (payload: Uint8Array): HandshakeError => {
+      if (ctx === undefined)
+        return new ForgedVerdictError(
+          `${at} said this node was removed before it proved the cluster secret; ignored`,
+        );
+      let v: { removedAt: number; proof: Uint8Array };
+      try {
+        v = decodeRemovedReject(payload);
+      } catch (err) {
+        return new ForgedVerdictError(
+          `${at} sent a malformed removal verdict (${(err as Error).message}); ignored`,
+        );
+      }
+      if (!proofMatches(p.key, 'removed', ctx, v.proof, { removedAt: v.removedAt }))
+        return new ForgedVerdictError(`${at} sent a removal verdict whose proof does not hold; ignored`);
+      return new RemovedVerdictError(p.peerId, v.removedAt);
+    };
     conn.setHandler((kind, payload) => {
       if (kind === FrameKind.reject) {
         const reason = decodeReject(payload);
-        conn.close(new HandshakeError('protocol', `peer ${p.peerId} refused the handshake: ${reason}`));
+        conn.close(
+          reason === 'removed'
+            ? removedVerdict(payload)
+            : new HandshakeError('protocol', `peer ${p.peerId} refused the handshake: ${reason}`),
+        );
         return;
       }
       if (ctx === undefined) {
@@ -97,12 +123,7 @@ export function dialPeer(p: DialParams): Promise<FramedSocket> {
           listenerNonce: challenge.nonce,
         };
         if (!proofMatches(p.key, 'listener', ctx, challenge.proof)) {
-          conn.close(
-            new HandshakeError(
-              'badProof',
-              `peer ${p.peerId} at ${p.target.host}:${p.target.port} could not prove it knows the cluster secret`,
-            ),
-          );
+          conn.close(new HandshakeError('badProof', `${at} could not prove it knows the cluster secret`));
           return;
         }
         conn.write(encodeFrame(FrameKind.auth, encodeAuth(computeProof(p.key, 'dialer', ctx))));

@@ -48,11 +48,41 @@ export class HandshakeError extends TransportError {
   }
 }
 
+/**
+ * A member told this node, under the cluster secret, that it applied this node's removal (FS-23): the
+ * listener's CHALLENGE proof and the verdict's own proof both held. The dialer reports it to the node.
+ */
+export class RemovedVerdictError extends HandshakeError {
+  constructor(
+    /** The member that said so. */
+    readonly by: number,
+    /** The log index of the committed removal. */
+    readonly removedAt: number,
+  ) {
+    super(
+      'removed',
+      `node ${by} says this node was removed from the cluster (removal at log index ${removedAt})`,
+    );
+  }
+}
+
+/**
+ * A "removed" REJECT that is not believed: sent before the listener proved the secret, malformed, or with a
+ * proof that does not hold. Ignored (a refusal like any other), logged and counted.
+ */
+export class ForgedVerdictError extends HandshakeError {
+  constructor(message: string) {
+    super('badProof', message);
+  }
+}
+
 export type HandshakeRejectReason =
   | 'version'
   | 'clusterId'
   | 'wrongNode'
   | 'unknownNode'
+  /** The dialer's id was removed from the cluster (a verdict: sent only after its AUTH proof held). */
+  | 'removed'
   | 'badProof'
   | 'duplicate'
   | 'timeout'

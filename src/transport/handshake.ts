@@ -19,6 +19,13 @@ import { type HandshakeRejectReason, ProtocolError } from './errors.js';
  * The dialer checks the listener's proof before it sends its own, and sends no Raft data before
  * ACCEPT: a stray listener learns nothing it could replay. Either side answers a failure with
  * REJECT [reason] (or just closes) and the connection ends.
+ *
+ * The removal verdict (FS-23): a listener that applied the removal of the dialer's id (a tombstone)
+ * answers a valid AUTH with REJECT ["removed", removedAt, proofV] instead of ACCEPT, where
+ * proofV = HMAC(secret, transcript("removed") | removedAt). It is never sent before the dialer proved the
+ * secret, and the dialer believes it only after it checked the listener's CHALLENGE proof and proofV.
+ * Any other non-peer is refused at HELLO with REJECT ["unknownNode"]. Older dialers read only the
+ * first element (the reason) and back off as after any refusal, so the wire version is unchanged.
  */
 export const NONCE_BYTES = 32;
 const PROOF_BYTES = 32;
@@ -31,7 +38,8 @@ export const HANDSHAKE_MAX_FRAME_BYTES = 1024;
 export type Channel = 'msg' | 'snap';
 const CHANNEL_CODES: Record<Channel, number> = { msg: 0, snap: 1 };
 
-export type ProofRole = 'dialer' | 'listener';
+/** Whose proof: each role's label keeps a proof from standing in for another's. 'removed': a verdict. */
+export type ProofRole = 'dialer' | 'listener' | 'removed';
 
 export interface HandshakeContext {
   clusterId: string;
@@ -51,7 +59,13 @@ export function secretKey(secret: string | Uint8Array): Buffer {
   return typeof secret === 'string' ? Buffer.from(secret, 'utf8') : Buffer.from(secret);
 }
 
-export function computeProof(key: Uint8Array, role: ProofRole, ctx: HandshakeContext): Buffer {
+/** `verdict`: the removal index a 'removed' proof covers (only with that role). */
+export function computeProof(
+  key: Uint8Array,
+  role: ProofRole,
+  ctx: HandshakeContext,
+  verdict?: { removedAt: number },
+): Buffer {
   const h = createHmac('sha256', key);
   const field = (bytes: Uint8Array) => {
     const len = Buffer.allocUnsafe(4);
@@ -68,6 +82,7 @@ export function computeProof(key: Uint8Array, role: ProofRole, ctx: HandshakeCon
   text(ctx.channel);
   field(ctx.dialerNonce);
   field(ctx.listenerNonce);
+  if (verdict) text(String(verdict.removedAt));
   return h.digest();
 }
 
@@ -77,8 +92,9 @@ export function proofMatches(
   role: ProofRole,
   ctx: HandshakeContext,
   received: Uint8Array,
+  verdict?: { removedAt: number },
 ): boolean {
-  const expected = computeProof(key, role, ctx);
+  const expected = computeProof(key, role, ctx, verdict);
   return received.length === expected.length && timingSafeEqual(expected, received);
 }
 
@@ -136,6 +152,11 @@ export function encodeReject(reason: HandshakeRejectReason): Buffer {
   return pack([reason]);
 }
 
+/** The removal verdict: REJECT ["removed", removedAt, proof] (see the top of this file). */
+export function encodeRemovedReject(removedAt: number, proof: Uint8Array): Buffer {
+  return pack(['removed' satisfies HandshakeRejectReason, removedAt, proof]);
+}
+
 /** The reason a listener gave; unknown or malformed reasons come back as 'protocol'. */
 export function decodeReject(bytes: Uint8Array): string {
   try {
@@ -144,6 +165,15 @@ export function decodeReject(bytes: Uint8Array): string {
   } catch {
     return 'protocol';
   }
+}
+
+/** The index and proof of a "removed" REJECT. Throws ProtocolError when they are missing or malformed. */
+export function decodeRemovedReject(bytes: Uint8Array): { removedAt: number; proof: Uint8Array } {
+  const t = new TupleReader(unpack(bytes), 'removed verdict');
+  t.length(3);
+  const removedAt = t.int(1, 'removedAt');
+  if (removedAt < 1) throw new ProtocolError(`removed verdict: removedAt ${removedAt} is not a log index`);
+  return { removedAt, proof: fixedBytes(t, 2, 'proof', PROOF_BYTES) };
 }
 
 function fixedBytes(t: TupleReader, i: number, name: string, n: number): Uint8Array {

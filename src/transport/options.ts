@@ -33,6 +33,17 @@ export interface PeerTransportOptions {
   onUnreachable?(peer: NodeId): void;
   /** Outcome of every snap message given to send(): exactly one call each (none after close()). */
   onSnapshotStatus?(peer: NodeId, ok: boolean): void;
+  /**
+   * Listener side of the removal verdict (FS-23): the log index at which this node applied the removal of
+   * `id`, or undefined. Asked only about ids that are not peers; a dialer it names is told "removed" once it
+   * has proved the cluster secret. Default: nobody is removed (every non-peer gets `unknownNode`).
+   */
+  removedAt?(id: NodeId): number | undefined;
+  /**
+   * Dialer side: peer `peer` proved, under the cluster secret, that it applied this node's removal at log
+   * index `removedAt`. The node decides what to make of it (it checks its own membership first).
+   */
+  onRemoved?(peer: NodeId, removedAt: number): void;
   logger?: TransportLogger;
   /** Messages queued per peer before new ones are dropped. Default 4096; 1..1_000_000. */
   maxQueueMessages?: number;
@@ -90,11 +101,18 @@ const CHUNK_FRAME_OVERHEAD = 64;
 export const MIN_SECRET_BYTES = 16;
 
 export interface ResolvedOptions
-  extends Required<Omit<PeerTransportOptions, 'onUnreachable' | 'onSnapshotStatus' | 'peers' | 'secret'>> {
+  extends Required<
+    Omit<
+      PeerTransportOptions,
+      'onUnreachable' | 'onSnapshotStatus' | 'removedAt' | 'onRemoved' | 'peers' | 'secret'
+    >
+  > {
   secret: Buffer;
   peers: Map<NodeId, string>;
   onUnreachable: (peer: NodeId) => void;
   onSnapshotStatus: (peer: NodeId, ok: boolean) => void;
+  removedAt: (id: NodeId) => number | undefined;
+  onRemoved: (peer: NodeId, removedAt: number) => void;
 }
 
 const silentLogger: TransportLogger = { info() {}, warn() {}, error() {} };
@@ -146,6 +164,8 @@ export function resolveOptions(o: PeerTransportOptions): ResolvedOptions {
     onMessage: o.onMessage,
     onUnreachable: o.onUnreachable ?? (() => {}),
     onSnapshotStatus: o.onSnapshotStatus ?? (() => {}),
+    removedAt: o.removedAt ?? (() => undefined),
+    onRemoved: o.onRemoved ?? (() => {}),
     logger: o.logger ?? silentLogger,
     maxQueueMessages: int(o, 'maxQueueMessages', 1, 1_000_000),
     maxQueueBytes: int(

@@ -1,7 +1,7 @@
 import type { NodeId } from '../raft/types.js';
 import { Backoff } from './backoff.js';
 import { dialPeer } from './dial.js';
-import { ProtocolError } from './errors.js';
+import { ForgedVerdictError, ProtocolError, RemovedVerdictError } from './errors.js';
 import { encodeFrame, FrameKind } from './frame.js';
 import type { FramedSocket } from './framed-socket.js';
 import type { ResolvedOptions } from './options.js';
@@ -15,6 +15,8 @@ export interface LinkContext {
   track(conn: FramedSocket): void;
   /** Tells the core (rate-limited) that messages to this peer are being lost. */
   reportUnreachable(peer: NodeId): void;
+  /** A dial ended in a removal verdict (believed or not): the transport reports, logs and counts it. */
+  verdict(peer: NodeId, err: RemovedVerdictError | ForgedVerdictError): void;
   /** State changed: the transport emits events for tests and metrics. */
   changed(event: 'peerConnected' | 'peerDisconnected' | 'pong', peer: NodeId): void;
 }
@@ -203,6 +205,9 @@ export class PeerLink {
         this.counters.dialFailures++;
         this.failuresInARow++;
         this.lastError = err instanceof Error ? err.message : String(err);
+        // Then back off as after any refusal: a node told it was removed is about to stop.
+        if (err instanceof RemovedVerdictError || err instanceof ForgedVerdictError)
+          this.ctx.verdict(this.peer, err);
         // Log the first failure of a run only: a peer that is down for an hour is one log line.
         if (this.failuresInARow === 1) {
           o.logger.warn(

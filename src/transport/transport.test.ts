@@ -8,7 +8,23 @@ import { encodeMessage, messageToTuple, pack, WIRE_VERSION } from './codec.js';
 import { dialPeer } from './dial.js';
 import { encodeFrame, encodeFrameHeader, FrameDecoder, FrameKind, type FrameKindCode } from './frame.js';
 import { FramedSocket } from './framed-socket.js';
-import { encodeAuth, encodeHello, HANDSHAKE_MAX_FRAME_BYTES, newNonce, secretKey } from './handshake.js';
+import {
+  computeProof,
+  decodeChallenge,
+  decodeHello,
+  decodeReject,
+  decodeRemovedReject,
+  encodeAuth,
+  encodeChallenge,
+  encodeHello,
+  encodeReject,
+  encodeRemovedReject,
+  HANDSHAKE_MAX_FRAME_BYTES,
+  type HandshakeContext,
+  newNonce,
+  proofMatches,
+  secretKey,
+} from './handshake.js';
 import { defaultSocketFactory, type SocketFactory } from './socket-factory.js';
 import {
   plain,
@@ -90,7 +106,9 @@ async function rawClient(port: number) {
   return { socket, frames, events, isClosed: () => closed };
 }
 
-function helloFrame(fields: Partial<{ clusterId: string; dialerId: number; listenerId: number }> = {}) {
+function helloFrame(
+  fields: Partial<{ clusterId: string; dialerId: number; listenerId: number; nonce: Uint8Array }> = {},
+) {
   return encodeFrame(
     FrameKind.hello,
     encodeHello({
@@ -99,7 +117,7 @@ function helloFrame(fields: Partial<{ clusterId: string; dialerId: number; liste
       dialerId: fields.dialerId ?? 3,
       listenerId: fields.listenerId ?? 2,
       channel: 'msg',
-      nonce: newNonce(),
+      nonce: fields.nonce ?? newNonce(),
     }),
   );
 }
@@ -583,6 +601,177 @@ describe('PeerTransport: hostile input', () => {
     a.t.send([heartbeat(1, 2, 1)]);
     expect(b.inbox).toHaveLength(0);
   });
+});
+
+// FS-23: a member that applied the removal of a dialer's id tells it so, in the handshake, under the cluster secret
+// (decision 0008). Node 3 is the removed one; node 2 removed it at log index 42.
+describe('PeerTransport: the removal verdict (FS-23)', () => {
+  const key = secretKey(TEST_SECRET);
+  const REMOVED_AT = 42;
+  const removedAt = (id: NodeId) => (id === 3 ? REMOVED_AT : undefined);
+
+  /** A dialer that records the verdicts its transport believes. */
+  async function dialerOf3(listenerAddr: string) {
+    const told: { peer: NodeId; removedAt: number }[] = [];
+    const events = new EventEmitter();
+    const d = await node(3, new Map([[2, listenerAddr]]), {
+      onRemoved: (peer: NodeId, at: number) => {
+        told.push({ peer, removedAt: at });
+        events.emit('change');
+      },
+    });
+    return { d, told, all: [...d.emitters, events] };
+  }
+
+  it('FS-23: a removed dialer is told "removed", with the index, only after its AUTH proof held; it reports it and keeps backing off', async () => {
+    const b = await node(2, new Map(), { removedAt });
+    // The transcript, as a raw client: no refusal at HELLO, a CHALLENGE as for a peer.
+    const c = await rawClient(b.t.address.port);
+    const nonce = newNonce();
+    c.socket.write(helloFrame({ dialerId: 3, nonce }));
+    await waitFor(c.events, () => c.frames.length === 1, 'the challenge');
+    expect(c.frames[0]!.kind).toBe(FrameKind.challenge);
+    const challenge = decodeChallenge(c.frames[0]!.payload);
+    const ctx: HandshakeContext = {
+      clusterId: TEST_CLUSTER,
+      dialerId: 3,
+      listenerId: 2,
+      channel: 'msg',
+      dialerNonce: nonce,
+      listenerNonce: challenge.nonce,
+    };
+    c.socket.write(encodeFrame(FrameKind.auth, encodeAuth(computeProof(key, 'dialer', ctx))));
+    await waitFor(c.events, () => c.isClosed(), 'the verdict and the close');
+    expect(c.frames[1]!.kind).toBe(FrameKind.reject);
+    expect(decodeReject(c.frames[1]!.payload)).toBe('removed');
+    const verdict = decodeRemovedReject(c.frames[1]!.payload);
+    expect(verdict.removedAt).toBe(REMOVED_AT);
+    expect(proofMatches(key, 'removed', ctx, verdict.proof, { removedAt: REMOVED_AT })).toBe(true);
+    // The proof covers the index: it cannot be moved to another one, nor pass as a listener's or dialer's proof.
+    expect(proofMatches(key, 'removed', ctx, verdict.proof, { removedAt: REMOVED_AT + 1 })).toBe(false);
+    expect(proofMatches(key, 'listener', ctx, verdict.proof)).toBe(false);
+    expect(b.t.stats().rejectedByReason.removed).toBe(1);
+
+    // The production dialer believes it, reports it, and redials with the normal backoff.
+    const { d, told, all } = await dialerOf3(b.addr);
+    await waitFor([...all, ...b.emitters], () => told.length >= 2, 'two verdicts, one per dial');
+    expect(told[0]).toEqual({ peer: 2, removedAt: REMOVED_AT });
+    expect(d.t.stats().removedVerdicts).toBeGreaterThanOrEqual(2);
+    expect(d.t.stats().forgedVerdicts).toBe(0);
+    expect(d.t.stats().peers[2]!.state).not.toBe('connected');
+    expect(d.t.stats().peers[2]!.lastError).toMatch(/node 2 says this node was removed .*index 42/);
+    expect(d.logger.has('warn', 'proved that this node was removed')).toBe(true);
+    expect(b.inbox).toHaveLength(0);
+  });
+
+  it('FS-23: a removed dialer that fails its AUTH proof never sees "removed"', async () => {
+    const b = await node(2, new Map(), { removedAt });
+    const c = await rawClient(b.t.address.port);
+    c.socket.write(helloFrame({ dialerId: 3 }));
+    await waitFor(c.events, () => c.frames.length === 1, 'the challenge');
+    c.socket.write(encodeFrame(FrameKind.auth, encodeAuth(randomBytes(32))));
+    await waitFor(c.events, () => c.isClosed(), 'the close');
+    expect(c.frames.map((f) => f.kind)).toEqual([FrameKind.challenge, FrameKind.reject]);
+    expect(decodeReject(c.frames[1]!.payload)).toBe('badProof');
+    expect(c.frames[1]!.payload.equals(encodeReject('badProof'))).toBe(true);
+    expect(b.t.stats().rejectedByReason.removed).toBeUndefined();
+
+    // A whole transport with the wrong secret, dialling as the removed id: refused, never told.
+    const told: number[] = [];
+    const stray = await node(3, new Map([[2, b.addr]]), {
+      secret: 'not-the-cluster-secret!!',
+      onRemoved: (_p: NodeId, at: number) => told.push(at),
+    });
+    await waitFor(
+      [...stray.emitters, ...b.emitters],
+      () => stray.t.stats().peers[2]!.dialFailures >= 2,
+      'two dials',
+    );
+    expect(told).toEqual([]);
+    expect(b.t.stats().rejectedByReason.removed).toBeUndefined();
+  });
+
+  it('FS-23: a stranger that was never removed is still refused at HELLO with unknownNode', async () => {
+    const b = await node(2, new Map(), { removedAt });
+    const c = await rawClient(b.t.address.port);
+    c.socket.write(helloFrame({ dialerId: 9 }));
+    await waitFor(c.events, () => c.isClosed(), 'the close');
+    expect(c.frames.map((f) => f.kind)).toEqual([FrameKind.reject]);
+    expect(decodeReject(c.frames[0]!.payload)).toBe('unknownNode');
+    // A removed id that is a peer again (never, as ids are not reused; the peer set wins) is accepted.
+    const [x, y] = (await cluster(2, { removedAt: (id: NodeId) => (id === 1 ? 7 : undefined) })) as [
+      TestNode,
+      TestNode,
+    ];
+    expect(y.t.stats().peers[1]!.inboundConnected).toBe(true);
+    expect(x.t.stats().removedVerdicts).toBe(0);
+  });
+
+  /**
+   * A listener with the cluster secret that answers AUTH with a verdict it makes up: `how` says what is wrong
+   * with it. 'early' answers HELLO with a verdict, before any proof (what anyone could send).
+   */
+  async function forger(how: 'early' | 'badProof' | 'malformed') {
+    const server = createServer((socket) => {
+      socket.on('error', () => {});
+      const conn = new FramedSocket(socket, HANDSHAKE_MAX_FRAME_BYTES, () => performance.now());
+      let ctx: HandshakeContext | undefined;
+      conn.setHandler((kind, payload) => {
+        if (kind === FrameKind.hello) {
+          const hello = decodeHello(payload);
+          if (how === 'early') {
+            conn.write(encodeFrame(FrameKind.reject, encodeRemovedReject(REMOVED_AT, randomBytes(32))));
+            return;
+          }
+          ctx = {
+            clusterId: TEST_CLUSTER,
+            dialerId: hello.dialerId,
+            listenerId: 2,
+            channel: hello.channel,
+            dialerNonce: hello.nonce,
+            listenerNonce: newNonce(),
+          };
+          conn.write(
+            encodeFrame(
+              FrameKind.challenge,
+              encodeChallenge(ctx.listenerNonce, computeProof(key, 'listener', ctx)),
+            ),
+          );
+          return;
+        }
+        if (kind === FrameKind.auth && ctx) {
+          const verdict =
+            how === 'badProof'
+              ? // A real proof, but for another index than the one it claims.
+                encodeRemovedReject(
+                  REMOVED_AT,
+                  computeProof(key, 'removed', ctx, { removedAt: REMOVED_AT - 1 }),
+                )
+              : pack(['removed', REMOVED_AT]);
+          conn.write(encodeFrame(FrameKind.reject, verdict));
+        }
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    cleanups.push(() => new Promise<void>((r) => server.close(() => r())));
+    return `127.0.0.1:${(server.address() as { port: number }).port}`;
+  }
+
+  for (const how of ['early', 'badProof', 'malformed'] as const) {
+    it(`FS-23: a verdict that cannot be believed (${how}) is ignored, counted and logged`, async () => {
+      const { d, told, all } = await dialerOf3(await forger(how));
+      await waitFor(all, () => d.t.stats().forgedVerdicts >= 2, 'two ignored verdicts');
+      expect(told).toEqual([]);
+      expect(d.t.stats().removedVerdicts).toBe(0);
+      expect(d.logger.has('warn', 'ignored a removal verdict')).toBe(true);
+      const why = {
+        early: /before it proved the cluster secret/,
+        badProof: /proof does not hold/,
+        malformed: /malformed/,
+      };
+      expect(d.t.stats().peers[2]!.lastError).toMatch(why[how]);
+    });
+  }
 });
 
 describe('PeerTransport: reconnect, queues and shutdown', () => {

@@ -6,7 +6,12 @@ import { bugOn } from '../testing/bug-switches.js';
 import { acceptHandshake } from './accept.js';
 import { decodeMessage, encodeMessage } from './codec.js';
 import { dialPeer } from './dial.js';
-import { type HandshakeRejectReason, ProtocolError } from './errors.js';
+import {
+  ForgedVerdictError,
+  type HandshakeRejectReason,
+  ProtocolError,
+  RemovedVerdictError,
+} from './errors.js';
 import { encodeFrame, FrameKind } from './frame.js';
 import { FramedSocket } from './framed-socket.js';
 import { type Channel, HANDSHAKE_MAX_FRAME_BYTES } from './handshake.js';
@@ -72,6 +77,10 @@ export interface TransportStats {
   unsendable: number;
   /** onMessage threw (the exception is logged; the connection stays up). */
   deliveryErrors: number;
+  /** Removal verdicts about this node whose proofs held (each reported to onRemoved). */
+  removedVerdicts: number;
+  /** Removal verdicts ignored: sent before the listener proved the secret, malformed, or with a bad proof. */
+  forgedVerdicts: number;
   pendingHandshakes: number;
   openConnections: number;
 }
@@ -87,6 +96,10 @@ export interface TransportEvents {
   handshakeRejected: [reason: HandshakeRejectReason, claimedPeer: NodeId | undefined];
   protocolError: [peer: NodeId, message: string];
   snapshotStatus: [peer: NodeId, ok: boolean];
+  /** Peer `peer` proved it applied this node's removal at `removedAt` (reported to onRemoved). */
+  removedVerdict: [peer: NodeId, removedAt: number];
+  /** A removal verdict from `peer` that is not believed (see forgedVerdicts). */
+  forgedVerdict: [peer: NodeId, message: string];
   change: [];
 }
 
@@ -119,6 +132,8 @@ export class PeerTransport extends EventEmitter<TransportEvents> implements Node
   private protocolErrors = 0;
   private unsendable = 0;
   private deliveryErrors = 0;
+  private removedVerdicts = 0;
+  private forgedVerdicts = 0;
   private pendingHandshakes = 0;
   private readonly ticker: TimerHandle;
   private readonly linkContext: LinkContext;
@@ -134,6 +149,7 @@ export class PeerTransport extends EventEmitter<TransportEvents> implements Node
       opts,
       track: (conn) => this.track(conn),
       reportUnreachable: (peer) => this.reportUnreachable(peer),
+      verdict: (peer, err) => this.onVerdict(peer, err),
       changed: (event, peer) => this.notify(event, peer),
     };
     const period = Math.max(5, Math.floor(Math.min(opts.keepaliveIntervalMs, opts.idleTimeoutMs) / 2));
@@ -272,6 +288,8 @@ export class PeerTransport extends EventEmitter<TransportEvents> implements Node
       protocolErrors: this.protocolErrors,
       unsendable: this.unsendable,
       deliveryErrors: this.deliveryErrors,
+      removedVerdicts: this.removedVerdicts,
+      forgedVerdicts: this.forgedVerdicts,
       pendingHandshakes: this.pendingHandshakes,
       openConnections: this.sockets.size,
     };
@@ -385,6 +403,8 @@ export class PeerTransport extends EventEmitter<TransportEvents> implements Node
           return true;
         },
         (err: unknown) => {
+          if (err instanceof RemovedVerdictError || err instanceof ForgedVerdictError)
+            this.onVerdict(peer, err);
           link.counters.snapshotsFailed++;
           o.logger.warn(
             { peer, index: m.snapshot.metadata.index, err: err instanceof Error ? err.message : String(err) },
@@ -408,6 +428,31 @@ export class PeerTransport extends EventEmitter<TransportEvents> implements Node
         this.opts.onSnapshotStatus(peer, ok);
       } catch (err) {
         this.opts.logger.error({ peer, err: String(err) }, 'transport: onSnapshotStatus threw');
+      }
+    });
+  }
+
+  /** A dial to `peer` ended in a removal verdict: believed ones go to onRemoved, the others are only logged. */
+  private onVerdict(peer: NodeId, err: RemovedVerdictError | ForgedVerdictError): void {
+    if (this.closing) return;
+    if (err instanceof ForgedVerdictError) {
+      this.forgedVerdicts++;
+      this.opts.logger.warn({ peer, err: err.message }, 'transport: ignored a removal verdict');
+      this.notify('forgedVerdict', peer, err.message);
+      return;
+    }
+    this.removedVerdicts++;
+    this.opts.logger.warn(
+      { peer, removedAt: err.removedAt },
+      'transport: a peer proved that this node was removed from the cluster',
+    );
+    this.notify('removedVerdict', peer, err.removedAt);
+    queueMicrotask(() => {
+      if (this.closing) return;
+      try {
+        this.opts.onRemoved(peer, err.removedAt);
+      } catch (e) {
+        this.opts.logger.error({ peer, err: String(e) }, 'transport: onRemoved threw');
       }
     });
   }
@@ -458,6 +503,14 @@ export class PeerTransport extends EventEmitter<TransportEvents> implements Node
       timers: this.opts.timers,
       randomBytes: this.opts.randomBytes,
       isKnownPeer: (id) => this.links.has(id),
+      removedAt: (id) => {
+        try {
+          return this.opts.removedAt(id);
+        } catch (err) {
+          this.opts.logger.error({ id, err: String(err) }, 'transport: removedAt threw');
+          return undefined;
+        }
+      },
       claim: (peer, channel, c) => {
         const k = key(peer, channel);
         const old = this.inbound.get(k);

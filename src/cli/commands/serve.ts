@@ -172,11 +172,15 @@ export function serveCommand(io: CliIO): Command {
           const r = running.reloadTls();
           for (const m of r.messages) io.err(`floe: SIGHUP: ${m}\n`);
         });
-        running.node.once('stopped', (reason) => {
+        const onStopped = (reason: string) => {
           if (reason.startsWith('fatal')) fatal = reason;
           if (reason.startsWith('fatal') || reason.startsWith('removed'))
             void running.close(reason).then(resolve, resolve);
-        });
+        };
+        // The node may have stopped while the rest started (a removed node is told so within milliseconds of
+        // dialling a member, FS-23): the event is gone then, and the process would serve on for ever.
+        if (running.node.stopped !== undefined) onStopped(running.node.stopped);
+        else running.node.once('stopped', onStopped);
       });
       // Fail-stop: the node halted itself (its reason is logged); the supervisor must see a failure.
       if (fatal) throw new CommandFailedError(`node ${config.nodeId} stopped: ${fatal}`);

@@ -188,6 +188,22 @@ export class VirtualNetwork {
       this.lost(from, m, 'partitioned');
       return;
     }
+    // FS-23: a member that applied the sender's removal refuses it, and says so (the production handshake's
+    // removal verdict; it needs the way back too). Other non-peers are still delivered here, unlike production.
+    if (!to.peers.has(m.from)) {
+      const removedAt = to.sink.removedAt?.(m.from);
+      if (removedAt !== undefined) {
+        if (!this.blocked.has(`${m.to}->${m.from}`)) {
+          this.sched.after(this.delay(), from.proc, 'removal verdict', () => {
+            if (!this.live(from)) return;
+            this.trace(`net ${m.to}->${m.from} removal verdict (removed at ${removedAt})`);
+            from.sink.onRemoved?.(m.to, removedAt);
+          });
+        }
+        this.lost(from, m, 'refused: removed');
+        return;
+      }
+    }
     if (this.rng.chance(c.drop)) {
       this.lost(from, m, 'dropped');
       return;

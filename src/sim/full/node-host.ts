@@ -249,6 +249,10 @@ export class NodeHost {
       onUnreachable: (p: NodeId) => this.guard(proc, 'onUnreachable', () => node?.onUnreachable(p)),
       onSnapshotStatus: (p: NodeId, ok: boolean) =>
         this.guard(proc, 'onSnapshotStatus', () => node?.onSnapshotStatus(p, ok)),
+      // FS-23: the removal verdict, both ways (as src/node/start.ts wires it).
+      onRemoved: (from: NodeId, removedAt: number) =>
+        this.guard(proc, 'onRemoved', () => node?.onRemoved(from, removedAt)),
+      removedAt: (id: NodeId) => node?.removedAt(id),
     };
     const transport = this.hooks.peerTransport
       ? await this.hooks.peerTransport(proc, sink)

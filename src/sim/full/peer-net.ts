@@ -514,6 +514,8 @@ export class PeerNet {
         else this.stats.snapshotsFailed++;
         sink.onSnapshotStatus(p, ok);
       },
+      removedAt: (p) => sink.removedAt?.(p),
+      onRemoved: (p, removedAt) => sink.onRemoved?.(p, removedAt),
       logger: {
         info: (obj, msg) => w.detail?.(`${proc.name} info: ${msg} ${JSON.stringify(obj)}`),
         warn: log('warn'),
