@@ -110,3 +110,26 @@ describe('review of FS-23: syncTransportPeers and lagging nodes', () => {
     }).toMatchObject({ caughtUp: true });
   }, 60_000);
 });
+
+describe('review of FS-23: the MemoryNetwork twin and the production transport', () => {
+  it('a removed learner that missed the commit of its removal stops by itself (production dials every peer and is told; the twin tells only a node that sends)', async () => {
+    const net = new MemoryNetwork();
+    const nodes = [1, 2, 3].map((id) => boot(net, id, founders));
+    const leader = await leaderOf(nodes);
+    await leader.node.propose(put('k', 'a'));
+    const learner = boot(net, 4, [...founders, info(4)]);
+    await leader.node.addLearner(info(4));
+    await leader.node.propose(put('k', 'b'));
+    expect(await until(() => learner.kv.get('k') === 'b')).toBe(true);
+    // Cut off while it is removed: it never receives the commit of its removal.
+    net.isolate(4, [1, 2, 3]);
+    await leader.node.removeMember(4);
+    await leader.node.propose(put('k', 'c'));
+    await until(() => nodes.every((m) => m.kv.get('k') === 'c'));
+    net.heal();
+    // A learner never campaigns, so it sends no Raft message. PeerTransport dials every configured peer whatever it
+    // has to send, so the members that applied the removal give it the verdict within a backoff (≤ 2 s).
+    const stopped = await until(() => learner.node.stopped !== undefined, 3_000);
+    expect({ stopped, reason: learner.node.stopped }).toMatchObject({ stopped: true });
+  }, 30_000);
+});
