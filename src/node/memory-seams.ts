@@ -324,10 +324,14 @@ export class MemoryNetwork {
         for (const m of messages) net.send(ep, m);
       },
       addPeer(peer: NodeId) {
-        if (peer !== id) ep.peers.add(peer);
+        if (peer === id) return;
+        ep.peers.add(peer);
+        net.dial(id, peer);
       },
       removePeer(peer: NodeId) {
         ep.peers.delete(peer);
+        // The production transport closes the connections; the peer, if it still counts this node, dials again.
+        net.dial(peer, id);
       },
       async close() {
         ep.closed = true;
@@ -345,6 +349,24 @@ export class MemoryNetwork {
 
   heal(): void {
     this.cut.clear();
+    // The production transport keeps dialing its peers (with a backoff): each gets through now.
+    for (const [a, ep] of this.endpoints) for (const b of ep.peers) this.dial(a, b);
+  }
+
+  /**
+   * The production transport dials every peer when it is added, and again after a connection closes, whether the
+   * node has anything to send or not: a dialer that the other side removed is told so in the handshake (FS-23),
+   * even one that never sends a message (a learner). Here: the verdict, when `to` refuses `from` and knows why.
+   */
+  private dial(from: NodeId, to: NodeId): void {
+    this.schedule(() => {
+      const a = this.endpoints.get(from);
+      const b = this.endpoints.get(to);
+      if (!a || a.closed || !a.peers.has(to) || !b || b.closed || b.peers.has(from)) return;
+      if (this.down(from, to) || this.down(to, from)) return;
+      const removedAt = b.sink?.removedAt?.(from);
+      if (removedAt !== undefined) a.sink?.onRemoved?.(to, removedAt);
+    });
   }
 
   private down(from: NodeId, to: NodeId): boolean {

@@ -1338,8 +1338,9 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
       if (m.id === this.id) continue;
       if (ids.has(m.id)) this.transport.addPeer(m.id, m.peerAddr);
     }
-    for (const m of this.members.all())
-      if (!ids.has(m.id) && m.id !== this.id) this.transport.removePeer(m.id);
+    // Only removed ids are dropped: a member in the directory but not in the configuration is one this node has not
+    // applied the add of yet (a joiner or a restarted member replaying the log knows the current members from its
+    // --initial-cluster), and dropping it could cut this node off from the leader for good (review of FS-23).
     // A removal has already taken its id out of the directory: the tombstone says to drop the peer. Before, a
     // removed member stayed a peer for ever (dialled, and accepted); FS-23's verdict needs it refused.
     for (const r of this.members.allRemoved())

@@ -72,6 +72,9 @@ interface Frame {
   crc: number;
 }
 
+/** A dial, its handshake and the refusal: a fixed few round trips (no draw, see `dial`). */
+const DIAL_VERDICT_US = 2_000;
+
 export class VirtualNetwork {
   conditions: NetConditions;
   readonly stats: NetStats = { sent: 0, delivered: 0, dropped: 0, duplicated: 0, corrupted: 0, blocked: 0 };
@@ -108,9 +111,12 @@ export class VirtualNetwork {
       },
       addPeer: (peer) => {
         ep.peers.add(peer);
+        this.dial(id, peer);
       },
       removePeer: (peer) => {
         ep.peers.delete(peer);
+        // The production transport closes the connections; the peer, if it still counts this node, dials again.
+        this.dial(peer, id);
       },
       close: async () => {
         ep.closed = true;
@@ -122,6 +128,32 @@ export class VirtualNetwork {
   setBlocked(links: Iterable<[NodeId, NodeId]>): void {
     this.blocked.clear();
     for (const [a, b] of links) this.blocked.add(`${a}->${b}`);
+    // The production transport keeps dialing its peers (with a backoff): a link that works again gets through.
+    for (const [a, ep] of this.endpoints) for (const b of ep.peers) this.dial(a, b);
+  }
+
+  /**
+   * The production transport dials every peer when it is added and again after a connection closes, whether the node
+   * has anything to send or not, so a dialer the other side removed is told so in the handshake (FS-23) even if it
+   * never sends (a learner; review of FS-23). Here: the verdict, when `to` refuses `from` and knows why. No draw from
+   * the seed's stream and nothing scheduled otherwise, so runs without a verdict keep their traces.
+   */
+  private dial(from: NodeId, to: NodeId): void {
+    const refused = (): number | undefined => {
+      const a = this.endpoints.get(from);
+      const b = this.endpoints.get(to);
+      if (!this.live(a) || !a.peers.has(to) || !this.live(b) || b.peers.has(from)) return undefined;
+      if (this.blocked.has(`${from}->${to}`) || this.blocked.has(`${to}->${from}`)) return undefined;
+      return b.sink.removedAt?.(from);
+    };
+    if (refused() === undefined) return;
+    const a = this.endpoints.get(from) as Endpoint;
+    this.sched.after(DIAL_VERDICT_US, a.proc, 'removal verdict', () => {
+      const removedAt = refused();
+      if (removedAt === undefined || this.endpoints.get(from) !== a) return;
+      this.trace(`net ${to}->${from} removal verdict on dial (removed at ${removedAt})`);
+      a.sink.onRemoved?.(to, removedAt);
+    });
   }
 
   get blockedLinks(): string[] {
