@@ -315,7 +315,7 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
    * applied the removal; the rest of the cluster no longer talks to it.
    */
   onRemoved(from: NodeId, removedAt: number): void {
-    if (this.stoppedReason) return;
+    if (this.stoppedReason || bugOn('removed-verdict-ignored')) return;
     const self = this.members.get(this.id);
     if (!self || (self.since !== undefined && self.since >= removedAt) || this.applied >= removedAt) {
       this.log.warn(

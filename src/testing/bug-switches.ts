@@ -59,6 +59,9 @@
  * - `leader-self-removal` (FS-22): a leader asked to remove or demote itself proposes the change itself instead of
  *   handing leadership over first (`handOverBeforeLeaving`); it applies the change and stops, and with two voters a
  *   survivor that never learnt the commit (the machine switched off as soon as the call returned) never elects.
+ * - `removed-verdict-ignored` (FS-23): `FloeNode.onRemoved` ignores a member's authenticated "removed" verdict, so a
+ *   removed member that never applied its removal (the message carrying the commit lost, or it was down) runs on for
+ *   ever as a pre-candidate.
  */
 export const BUG_SWITCHES = [
   'client-two-generators',
@@ -84,6 +87,7 @@ export const BUG_SWITCHES = [
   'resp-no-request-timeout',
   'no-cluster-check',
   'leader-self-removal',
+  'removed-verdict-ignored',
 ] as const;
 export type BugSwitch = (typeof BUG_SWITCHES)[number];
 

@@ -31,6 +31,15 @@ import type { World } from './world.js';
 /** The share of membership steps that retire the leader's machine (`decommissionLeader`, finding FS-22's recipe). */
 export const DECOMMISSION_SHARE = 1 / 3;
 
+/**
+ * FS-23: what becomes of a machine once its removal call returns (both the removal of a voter and the retirement of the
+ * leader's machine), drawn from a stream of its own (`faults-removed`): left on, or switched off and started again
+ * later from its data directory (an operator's mistake), in these shares; otherwise switched off for good, as before.
+ * Either way a running removed member must stop by itself (the `removed-lingers` oracle, run.ts).
+ */
+export const REMOVED_LEFT_ON_SHARE = 1 / 4;
+export const REMOVED_RESTARTED_SHARE = 1 / 4;
+
 export interface ClusterView {
   world: World;
   cfg: SimConfig;
@@ -99,6 +108,10 @@ export class FaultDirector {
   private readonly midWriteRng: Prng;
   /** Retiring the leader's machine (`decommissionLeader`, a share of the membership steps): its own stream. */
   private readonly decommissionRng: Prng;
+  /** What becomes of a removed machine (`afterRemoval`): its own stream, so a machine switched off draws nothing else. */
+  private readonly removedRng: Prng;
+  /** Removed machines switched off and due to be started again by mistake (`afterRemoval`; the heal starts them). */
+  private readonly removedRestarts = new Set<NodeHost>();
   private transferProc: SimProcess | undefined;
   private changeProc: SimProcess | undefined;
   /**
@@ -117,6 +130,7 @@ export class FaultDirector {
     this.stallRng = c.world.rng('faults-stall');
     this.midWriteRng = c.world.rng('faults-midwrite');
     this.decommissionRng = c.world.rng('faults-decommission');
+    this.removedRng = c.world.rng('faults-removed');
     this.lateRng = c.world.rng('faults-late5');
     this.weights = { ...c.cfg.weights };
     // The seed's deployments wait this long for the cluster before they resume from the cache (set before any
@@ -811,9 +825,10 @@ export class FaultDirector {
     sched.after(0, lead.proc, 'remove-member', () => {
       this.removeVia(lead, node, v, force).then(
         () => {
-          // Retired: the machine is switched off (it stops itself if it applied its removal).
-          v.removed = true;
-          if (v.proc?.alive) v.crash('process');
+          // Retired: the machine is switched off (it stops itself if it applied its removal), or not (FS-23).
+          this.afterRemoval(v, () => {
+            if (v.proc?.alive) v.crash('process');
+          });
           done(`remove n${v.id}`)();
         },
         (err: unknown) => {
@@ -824,6 +839,34 @@ export class FaultDirector {
         },
       );
     });
+    return true;
+  }
+
+  /**
+   * FS-23: a member whose removal call returned is marked removed (no fault touches it again, no liveness check counts
+   * it), and then, drawn from `faults-removed`: left on (when its process runs), or switched off by `switchOff` and
+   * started again from its data directory 0.2-5 s later (an operator's mistake; not a machine whose data took a disk
+   * fault), or switched off for good (what the fault did before: such a draw changes nothing else in the run). A
+   * member that missed the commit of its removal (the message carrying it lost, or it was down) must learn it from a
+   * member's verdict in the peer handshake and stop by itself (`removed-lingers`, run.ts). Returns false when left on.
+   */
+  private afterRemoval(v: NodeHost, switchOff: () => void): boolean {
+    v.removed = true;
+    const r = this.removedRng;
+    const draw = r.float();
+    if (draw < REMOVED_LEFT_ON_SHARE && v.proc?.alive) {
+      this.trace(`n${v.id} removed: left on`);
+      return false;
+    }
+    switchOff();
+    if (draw < REMOVED_LEFT_ON_SHARE + REMOVED_RESTARTED_SHARE && !v.corrupted && !v.diskFaulted) {
+      const ms = r.range(200, 5_000);
+      this.trace(`n${v.id} removed: switched off, started again in ${ms} ms (by mistake)`);
+      this.removedRestarts.add(v);
+      this.c.world.sched.after(ms * 1000, undefined, 'removed-restart', () => {
+        if (this.removedRestarts.delete(v)) v.boot({ removed: true });
+      });
+    }
     return true;
   }
 
@@ -845,8 +888,9 @@ export class FaultDirector {
   /**
    * The leader's machine is retired (FS-22): removed through its own API, then switched off at once — a kill or a
    * power loss, drawn from `faults-decommission` — as soon as the call returns, before any later message of its
-   * process. The removed member is never started again (the liveness oracle expects the members left to elect and
-   * serve). If the call fails nothing is switched off: the operator sees the error and tries again later.
+   * process — unless `afterRemoval` leaves it on or has it started again by mistake (FS-23); the liveness oracle
+   * expects the members left to elect and serve. If the call fails nothing is switched off: the operator sees the error
+   * and tries again later.
    */
   private decommissionLeader(lead: NodeHost, node: FloeNode<unknown>, voters: number): void {
     const r = this.decommissionRng;
@@ -857,13 +901,14 @@ export class FaultDirector {
     this.c.world.sched.after(0, lead.proc, 'decommission-leader', () => {
       this.removeVia(lead, node, lead, false).then(
         () => {
-          lead.removed = true;
-          if (lead.proc?.alive) {
-            if (power) lead.crash('power', (n) => r.int(n));
-            else lead.crash('process');
-          }
+          const off = this.afterRemoval(lead, () => {
+            if (lead.proc?.alive) {
+              if (power) lead.crash('power', (n) => r.int(n));
+              else lead.crash('process');
+            }
+          });
           this.changing = false;
-          this.trace(`retire n${lead.id}: done, switched off`);
+          this.trace(`retire n${lead.id}: done, ${off ? 'switched off' : 'left on'}`);
         },
         (err: unknown) => {
           if (err instanceof UnsafeRemovalError) this.stats.unsafeRemovalsRefused++;
@@ -1094,6 +1139,17 @@ export class FaultDirector {
     for (const h of c.hosts) h.onLeads = undefined;
     for (const h of c.hosts) h.writeFlip = undefined;
     for (const h of c.hosts) h.onWalSync = undefined;
+    // Removed machines left on run again too (they must stop by themselves: `removed-lingers`), and those due to be
+    // started again by mistake start now.
+    for (const h of c.hosts) {
+      if (!h.removed || !h.proc?.alive) continue;
+      h.diskFaults.syncEio = 0;
+      h.diskFaults.slow = 1;
+      if (h.machine.clock.suspended) h.machine.resume();
+      if (h.proc.paused) h.proc.resume();
+    }
+    for (const h of this.removedRestarts) h.boot({ removed: true });
+    this.removedRestarts.clear();
     for (const h of this.members()) {
       h.diskFaults.syncEio = 0;
       h.diskFaults.slow = 1;

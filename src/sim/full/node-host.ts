@@ -194,9 +194,12 @@ export class NodeHost {
     return this.state === 'up';
   }
 
-  /** Starts a new process on this machine (from its disk). */
-  boot(): void {
-    if (this.state === 'booting' || this.state === 'up' || this.removed) return;
+  /**
+   * Starts a new process on this machine (from its disk). A removed machine is never started again, except by the
+   * membership fault's operator mistake (`removed`: FS-23, it must learn its removal and stop by itself).
+   */
+  boot(opts?: { removed?: boolean }): void {
+    if (this.state === 'booting' || this.state === 'up' || (this.removed && !opts?.removed)) return;
     const w = this.world;
     this.incarnation++;
     this.eioThisBoot = false;

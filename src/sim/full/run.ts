@@ -352,10 +352,12 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
       w.fail('harness', `n${host.id} had an fsync EIO this boot that the fail-stop oracle did not see`);
       return;
     }
-    if (host.removed || /removed from the cluster/.test(reason)) {
+    if (/removed from the cluster/.test(reason)) {
       host.removed = true;
       return;
     }
+    // A removed member still running (left on, or started again by mistake: FS-23) stops for its removal only; any
+    // other halt is judged as a member's (it is never started again: `boot` refuses a removed machine).
     // Corruption found at start stays: no restart helps (an operator would replace the member). Only a bit flipped
     // at rest explains it; an fsync error, a crash or a torn write never may (docs/storage.md, failure model).
     const corruption = /Corruption/.test(reason);
@@ -738,7 +740,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
       if (peerNet) peerNet.healed = true;
       strangers?.stop();
       respHostile?.stop();
-      await heal(
+      const convergedAt = await heal(
         w,
         cfg,
         hosts,
@@ -751,6 +753,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
         seqOracle,
         respLeaseClients,
       );
+      if (!w.failure && convergedAt !== undefined) await removedStopped(w, cfg, hosts, convergedAt);
     }
     for (const c of seqClients) c.stop();
     for (const c of respLeaseClients) c.stop();
@@ -857,7 +860,7 @@ async function heal(
   oracle: IdOracle,
   seqOracle: SeqCallsOracle,
   respLeaseClients: RespLeaseClient[],
-): Promise<void> {
+): Promise<number | undefined> {
   const sched = w.sched;
   for (const c of kvClients) c.stop();
   director.heal();
@@ -921,12 +924,14 @@ async function heal(
   while (!w.failure && sched.nowUs < deadline && !converged()) {
     await sched.runUntil(Math.min(deadline, sched.nowUs + 100_000), stop);
   }
-  if (w.failure) return;
+  if (w.failure) return undefined;
   if (!converged()) {
     if (!beyondFailureModel())
       w.fail('liveness', `${cfg.healSeconds} s after healing: ${why}; ${clusterSummary(hosts)}`);
-    return;
+    return undefined;
   }
+  // Every member applied everything committed, the removals the faults made included.
+  const convergedAt = sched.nowUs;
   const reader = kvClients[0];
   if (reader) {
     let done = false;
@@ -948,9 +953,9 @@ async function heal(
         `no linearizable read of every key within ${cfg.healSeconds} s of healing; ${clusterSummary(hosts)}`,
       );
     }
-    if (!ok) return;
+    if (!ok) return convergedAt;
   }
-  if (w.failure) return;
+  if (w.failure) return convergedAt;
   await everyClientLive(
     w,
     cfg,
@@ -966,6 +971,7 @@ async function heal(
     beyondFailureModel,
     respLeaseClients,
   );
+  return convergedAt;
 }
 
 /**
@@ -1055,6 +1061,52 @@ async function everyClientLive(
       'liveness',
       `${cfg.healSeconds} s after healing, not every client was served: ${why}; ${clusterSummary(hosts)}`,
     );
+}
+
+/** A removed member stops within this, plus two election timeouts, of the cluster's convergence after healing. */
+export const REMOVED_STOP_SLACK_MS = 5_000;
+
+/**
+ * FS-23 (`removed-lingers`): every removed member still running after healing — left on by the membership fault, or
+ * started again by mistake — stops by itself, told by a member that applied its removal (a verdict in the peer
+ * handshake) if it did not apply it itself. Bound: from the cluster's convergence (every member applied the removal,
+ * every link healed), two election timeouts (it notices it has no leader and dials a member: a pre-vote or vote) and
+ * `REMOVED_STOP_SLACK_MS` (the transport's backoff after a refusal is at most 2 s; the handshake), +10% for clock rates.
+ * The run goes on past the heal until they have stopped; runs with none end where they did.
+ */
+async function removedStopped(w: RunWorld, cfg: SimConfig, hosts: NodeHost[], from: number): Promise<void> {
+  // Outside the verdict's reach: a removed member whose own configuration names no running member (every peer it knows
+  // was removed since, and nobody dials a removed id) cannot be told. Traced, not failed (nodes seed 63: n4, switched
+  // off and started again after n2 and n3, the only peers it knew, had left).
+  const knowsMember = (h: NodeHost): boolean => {
+    const conf = h.node?.status().conf;
+    const peers = conf ? [...conf.voters, ...conf.learners].filter((id) => id !== h.id) : [];
+    return peers.some((id) => hosts.some((x) => x.id === id && !x.removed && x.up));
+  };
+  const removedRunning = () => hosts.filter((h) => h.removed && (h.state === 'up' || h.state === 'booting'));
+  const running = () => removedRunning().filter((h) => h.state === 'booting' || knowsMember(h));
+  if (removedRunning().length === 0) return;
+  const traceUnreachable = () => {
+    for (const h of removedRunning())
+      if (h.state === 'up' && !knowsMember(h))
+        w.trace(
+          `n${h.id} removed and running, but its configuration names no running member: it cannot be told`,
+        );
+  };
+  if (running().length === 0) {
+    traceUnreachable();
+    return;
+  }
+  const electionMs = cfg.node.tickMs * cfg.node.electionTicks;
+  const deadline = from + Math.ceil((2 * electionMs + REMOVED_STOP_SLACK_MS) * 1.1) * 1000;
+  await w.sched.runUntil(deadline, () => w.failure !== undefined || running().length === 0);
+  const left = running();
+  if (!w.failure) traceUnreachable();
+  if (w.failure || left.length === 0) return;
+  w.fail(
+    'removed-lingers',
+    `${left.map((h) => `n${h.id}`).join(', ')} removed but still running ${((w.sched.nowUs - from) / 1e6).toFixed(1)} s after the cluster converged past healing; ${clusterSummary(hosts)}`,
+  );
 }
 
 function clusterSummary(hosts: NodeHost[]): string {

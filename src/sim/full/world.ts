@@ -37,6 +37,8 @@ export type FailureKind =
   | 'resp-hostile'
   /** After healing, the cluster did not make progress in time. */
   | 'liveness'
+  /** A removed member still ran some seconds after healing (it must learn its removal and stop by itself: FS-23). */
+  | 'removed-lingers'
   /** The simulation itself could not run the production code deterministically. */
   | 'harness';
 
