@@ -8,14 +8,8 @@ import { FloeStateMachine } from '../state/floe-state-machine.js';
 import type { AcquireOk } from '../state/leases/types.js';
 import { MemoryNetwork, MemoryNodeStorage } from './memory-seams.js';
 import { FloeNode } from './node.js';
+import { seeded } from './test-doubles.js';
 
-function seeded(seed: number) {
-  let s = seed >>> 0;
-  return (n: number) => {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    return s % n;
-  };
-}
 const members = [1, 2, 3].map((id) => ({ id, peerAddr: `mem:${id}` }));
 const running: FloeNode<unknown>[] = [];
 const services: LeaseService[] = [];

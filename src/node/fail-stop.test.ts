@@ -9,14 +9,7 @@ import { pack } from './envelope.js';
 import { NotLeaderError, ProposalOutcomeUnknownError } from './errors.js';
 import { MemoryNetwork, MemoryNodeStorage } from './memory-seams.js';
 import { FloeNode } from './node.js';
-
-function seeded(seed: number) {
-  let s = seed >>> 0;
-  return (n: number) => {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    return s % n;
-  };
-}
+import { seeded } from './test-doubles.js';
 
 /** Storage whose saves can be held back, as a slow fsync would. */
 class GatedStorage extends MemoryNodeStorage {

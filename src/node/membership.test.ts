@@ -7,14 +7,7 @@ import { MemberNotCaughtUpError } from './errors.js';
 import type { MemberInfo } from './members.js';
 import { MemoryNetwork, MemoryNodeStorage } from './memory-seams.js';
 import { FloeNode } from './node.js';
-
-function seeded(seed: number) {
-  let s = seed >>> 0;
-  return (n: number) => {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    return s % n;
-  };
-}
+import { seeded } from './test-doubles.js';
 
 interface Member {
   id: number;

@@ -3,14 +3,7 @@ import { encodeKvCommand, type KvResult, KvStateMachine } from '../state/kv-stat
 import { NotLeaderError } from './errors.js';
 import { MemoryNetwork, MemoryNodeStorage } from './memory-seams.js';
 import { FloeNode } from './node.js';
-
-function seeded(seed: number) {
-  let s = seed >>> 0;
-  return (n: number) => {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    return s % n;
-  };
-}
+import { seeded } from './test-doubles.js';
 
 interface TestNode {
   node: FloeNode<KvResult>;

@@ -10,19 +10,11 @@ import { encodeKvCommand, type KvResult, KvStateMachine } from '../state/kv-stat
 import { MemoryNodeStorage } from './memory-seams.js';
 import { FloeNode } from './node.js';
 import type { NodeClock, NodeTransport, TransportSink } from './seams.js';
-import { VirtualTimers } from './test-doubles.js';
+import { seeded, VirtualTimers } from './test-doubles.js';
 
 const TICK_MS = 10;
 const ELECTION_TICKS = 10;
 const LATENCY_MS = 3;
-
-function seeded(seed: number) {
-  let s = seed >>> 0;
-  return (n: number) => {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    return s % n;
-  };
-}
 
 const put = (v: string) => encodeKvCommand({ op: 'put', key: 'k', value: v });
 

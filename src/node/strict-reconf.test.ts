@@ -10,19 +10,11 @@ import { NotLeaderError, UnsafeRemovalError } from './errors.js';
 import { MemoryNetwork, MemoryNodeStorage } from './memory-seams.js';
 import { FloeNode } from './node.js';
 import type { NodeClock } from './seams.js';
-import { VirtualTimers } from './test-doubles.js';
+import { seeded, VirtualTimers } from './test-doubles.js';
 
 const TICK_MS = 10;
 const ELECTION_TICKS = 10;
 const LATENCY_MS = 3;
-
-function seeded(seed: number) {
-  let s = seed >>> 0;
-  return (n: number) => {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    return s % n;
-  };
-}
 
 /** Nodes on one virtual clock; `down` ids neither send nor receive (a stopped process, as the leader sees it). */
 function cluster(size: number) {

@@ -62,3 +62,12 @@ export class VirtualTimers implements NodeTimers {
     this.now = end;
   }
 }
+
+/** A seeded `random(n)` for the node's `random` option (an LCG: deterministic elections in tests). */
+export function seeded(seed: number): (n: number) => number {
+  let s = seed >>> 0;
+  return (n: number) => {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    return s % n;
+  };
+}
