@@ -1142,10 +1142,13 @@ export class FaultDirector {
     // Removed machines left on run again too (they must stop by themselves: `removed-lingers`), and those due to be
     // started again by mistake start now.
     for (const h of c.hosts) {
-      if (!h.removed || !h.proc?.alive) continue;
+      if (!h.removed) continue;
+      // Its machine too when its process is dead: one started again below (or by its timer, before the heal) must not
+      // boot on a suspended machine whose resume the heal cancelled (nodes seeds 200405, 200663: booting for ever).
+      if (h.machine.clock.suspended) h.machine.resume();
+      if (!h.proc?.alive) continue;
       h.diskFaults.syncEio = 0;
       h.diskFaults.slow = 1;
-      if (h.machine.clock.suspended) h.machine.resume();
       if (h.proc.paused) h.proc.resume();
     }
     for (const h of this.removedRestarts) h.boot({ removed: true });

@@ -229,6 +229,29 @@ describe('the full-stack simulator finds re-introduced bugs', () => {
     }
   });
 
+  it('harness: a removed machine started again by mistake while its machine was suspended boots after the heal, and stops told by a member', {
+    timeout: 120_000,
+  }, async () => {
+    // The stop-32 sweep (nodes 200000-202817) failed these two `removed-lingers`: the heal cancelled the suspended
+    // machine's resume and then booted the removed node on it, which stayed `booting` for ever.
+    for (const { seed, node } of [
+      { seed: 200405, node: 5 },
+      { seed: 200663, node: 1 },
+    ]) {
+      const lines: string[] = [];
+      const r = await runFullSim({ seed, profile: 'nodes', verbose: (l) => lines.push(l) });
+      expect(r.failure).toBeUndefined();
+      expect(
+        lines.some((l) => new RegExp(`fault: n${node} removed: switched off, started again`).test(l)),
+      ).toBe(true);
+      expect(
+        lines.some((l) =>
+          new RegExp(`n${node}#\\d+ stopped: removed from the cluster \\(told by node`).test(l),
+        ),
+      ).toBe(true);
+    }
+  });
+
   it("issue 9 item 4: a restarted process trusting its predecessor's monotonic deadline outlives a resumed lease", {
     timeout: 300_000,
   }, async () => {
