@@ -219,6 +219,24 @@ describe('WorkerLease: renewals, deadline, bounds', () => {
     expect(() => l.snowflake('floe')).toThrow(LeaseLostError);
   });
 
+  // Regression (full-stack simulator, nodes seed 211328): with a 1 s TTL a renewal may spend at most 800 ms (TTL less
+  // the margin) from its send, and a node's 503 carries `Retry-After: 1`. The transport waited max(backoff, 1000 ms)
+  // capped at what was left of the budget, i.e. all of it: one 503 (a balancer landing on a node never added, or
+  // not_committed) cost the lease, every time, and the client never issued an ID again.
+  it('a renewal answered 503 with Retry-After: 1 under a 1 s TTL is retried in time, and the lease lives on', async () => {
+    const s = setup();
+    const l = await lease(s, { ttlMs: 1000 });
+    const lost: string[] = [];
+    l.on('lost', (e: LeaseLostError) => lost.push(e.reason));
+    s.cluster.faults.push('notCommitted503');
+    await s.time.advance(1000);
+    const r = renewals(s.cluster);
+    expect(r.length).toBeGreaterThanOrEqual(2); // the refused one and its retry
+    expect(lost).toEqual([]);
+    expect(l.valid).toBe(true);
+    expect(() => l.snowflake('floe').next()).not.toThrow();
+  });
+
   it('emits lost on not_held (the cluster no longer knows the lease)', async () => {
     const s = setup();
     const l = await lease(s);
