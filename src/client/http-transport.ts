@@ -352,7 +352,10 @@ export class HttpTransport {
       // A Retry-After is one node's advice, honoured up to half of what the call has left: a renewal may have well
       // under its 1 s left (TTL less margin), and sleeping all of it lost the lease (nodes seed 211328).
       const left = call.budgetMs - elapsed;
-      const wait = Math.min(Math.max(backoff * (0.5 + this.o.random()), Math.min(retryAfterMs, left / 2)), left);
+      const wait = Math.min(
+        Math.max(backoff * (0.5 + this.o.random()), Math.min(retryAfterMs, left / 2)),
+        left,
+      );
       // Learned endpoints tried besides may be long gone: their failures do not slow down the others (review F2). A
       // redirect's target or the leader that fails does, as ever (a redirect to a dead node must not loop fast).
       if (!extra) backoff = Math.min(backoff * 2, 1000);
