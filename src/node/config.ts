@@ -41,6 +41,12 @@ export interface ServeConfig {
    */
   seqAutoCreate: boolean;
   /**
+   * Serve strict sequence values from the Raft leader lease instead of a ReadIndex round per batch (decision 0009):
+   * no round trip to the followers, at the price of a clock assumption (every member's clock rate within ±10 %, and a
+   * machine suspend visible on the wall clock). Off by default; set it on every member.
+   */
+  leaderLease: boolean;
+  /**
    * Where this platform or file system has no kernel file lock for the data directory: undefined (default) refuses
    * to start; 'pid-file' opts in to the weaker PID rule (docs/storage.md, "The lock").
    */
@@ -199,6 +205,7 @@ export function resolveServeConfig(
     snapshotEvery: num('snapshotEvery', DEFAULTS.snapshotEvery, 10),
     snapshotTrailing: num('snapshotTrailing', DEFAULTS.snapshotTrailing, 0),
     seqAutoCreate: bool('seqAutoCreate', pick('seqAutoCreate')),
+    leaderLease: bool('leaderLease', pick('leaderLease')),
     ...storageLockConfig(pick('storageLock')),
     ...(bool('takeLegacyLock', pick('takeLegacyLock')) ? { takeLegacyLock: true } : {}),
     logLevel: String(pick('logLevel') ?? env.FLOE_LOG_LEVEL ?? DEFAULTS.logLevel),

@@ -195,6 +195,13 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
   private confIndexes: number[] = [];
   private ticker: unknown;
   private lastTickAt = 0;
+  /** The wall clock at `lastTickAt`'s update, and ticks delivered to the core: for the leader lease (holdsLeaderLease). */
+  private lastTickWall = 0;
+  private ticksDone = 0;
+  /** No lease is trusted before this many ticks: set when the wall clock ran ahead of the monotonic one (a suspend). */
+  private leaseVoidUntilTick = 0;
+  /** The leader serves from its lease only once it applied this index (its term's no-op, or later). */
+  private leaseAppliedFloor = Number.POSITIVE_INFINITY;
   /** Monotonic ms of the last storage lock check (NodeStorage.checkLock), and whether one is running. */
   private lastLockCheckAt = 0;
   private lockChecking = false;
@@ -256,6 +263,10 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
         preVote: true,
         checkQuorum: true,
         leaderLease: options.leaderLease ?? false,
+        // Test-only: issue 9 item 5's old margin, instead of the one derived from the drift bound.
+        ...(bugOn('leader-lease-margin-fifth')
+          ? { leaseMarginTicks: Math.floor(this.opts.electionTicks / 5) }
+          : {}),
         applied: this.applied,
       },
       this.storage.storage,
@@ -268,6 +279,7 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     // A node stopped before it started (told it was removed while the process was still starting, FS-23) stays so.
     if (this.ticker !== undefined || this.stoppedReason) return;
     this.lastTickAt = this.clock.monotonicMs();
+    this.lastTickWall = this.clock.wallMs();
     this.lastLockCheckAt = this.lastTickAt;
     this.ticker = this.timers.setInterval(() => this.onTimer(), this.opts.tickMs);
     const voters = this.conf.voters;
@@ -359,9 +371,16 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
       const now = this.clock.monotonicMs();
       let due = Math.floor((now - this.lastTickAt) / this.opts.tickMs);
       if (due <= 0) return;
+      const wall = this.clock.wallMs();
+      // The monotonic clock stops in a machine suspend while the other members go on: a wall clock that ran ahead of
+      // it by more than a tick voids any leader lease until a whole election timeout of new ticks has passed.
+      const lostMs = wall - this.lastTickWall - (now - this.lastTickAt);
       this.lastTickAt += due * this.opts.tickMs;
+      this.lastTickWall = wall - (now - this.lastTickAt);
       due = Math.min(due, this.opts.electionTicks * 4);
       for (let i = 0; i < due; i++) this.raw.tick();
+      this.ticksDone += due;
+      if (lostMs > this.opts.tickMs) this.leaseVoidUntilTick = this.ticksDone + this.opts.electionTicks;
     } catch (err) {
       if (bugOn('tick-without-catch')) throw err;
       this.failStop('tick', err);
@@ -975,6 +994,27 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     return this.role === 'leader';
   }
 
+  /**
+   * Whether this node holds a Raft leader lease in `term` now (`leaderLease` on; docs/decisions/0009): no other
+   * leader can exist until it ends, so a value handed out now follows every value another leader handed out. The
+   * core counts the lease in ticks; ticks not delivered yet (the event loop was blocked, the process stopped, the
+   * machine suspended: the wall clock shows it) and one more are taken off it. Cheap: no status object.
+   */
+  holdsLeaderLease(term: number): boolean {
+    if (this.stoppedReason || this.ticker === undefined || this.role !== 'leader') return false;
+    if (this.raw.term !== term || this.raw.role !== 'leader') return false;
+    if (this.ticksDone < this.leaseVoidUntilTick && !bugOn('leader-lease-clock-blind')) return false;
+    if (this.applied < this.leaseAppliedFloor || term !== this.roleTerm) return false;
+    const remaining = this.raw.leaseRemainingTicks();
+    if (remaining <= 0) return false;
+    if (bugOn('leader-lease-clock-blind')) return true;
+    const behindMs = Math.max(
+      this.clock.monotonicMs() - this.lastTickAt,
+      this.clock.wallMs() - this.lastTickWall,
+    );
+    return remaining > Math.ceil(behindMs / this.opts.tickMs) + 1;
+  }
+
   /** The core's current term (it may run ahead of `isLeader`, which follows handled Readies). */
   get currentTerm(): number {
     return this.raw.term;
@@ -1288,6 +1328,9 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     this.role = role;
     this.lead = lead;
     if (!changed) return false;
+    // This term's no-op is in the log by now: a lease serves only once it is applied, so after every earlier term's
+    // entries (what a confirmed ReadIndex round gives: decision 0004's "after every earlier term was applied").
+    if (role === 'leader') this.leaseAppliedFloor = this.raw.status().lastIndex;
     this.log.info({ role, lead, term: this.raw.term }, 'raft role changed');
     this.emit('role', role, lead);
     if (role === 'leader') this.publishSelf();

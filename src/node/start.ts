@@ -147,6 +147,7 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
     snapshotEvery: config.snapshotEvery,
     random: (n) => randomInt(n),
     logger,
+    leaderLease: config.leaderLease,
   });
   sink = node;
 
@@ -202,7 +203,7 @@ export async function startNode(config: ServeConfig): Promise<RunningNode> {
             state.sequences,
             new SequenceStateMachine(),
           )
-        : sequenceNodeOf(node),
+        : sequenceNodeOf(node, { leaderLease: config.leaderLease }),
     state: state.sequences,
     owner: `node-${config.nodeId}`,
     // The values this node hands out, as ranges per segment, into the audit trail.

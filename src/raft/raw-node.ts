@@ -62,6 +62,14 @@ export class RawNode {
     this.raft.tick();
   }
 
+  /**
+   * Leader lease: ticks of this node during which no other leader can exist (0 without `leaderLease`, when not the
+   * leader, before this term's first commit, or once a leadership transfer started). Cheaper than status().
+   */
+  leaseRemainingTicks(): number {
+    return this.raft.leaseRemainingTicks();
+  }
+
   step(msg: Message): void {
     this.raft.step(msg);
   }

@@ -18,8 +18,11 @@ export class RoundCoalescer {
   /** The round requests are waiting to start: it starts at the end of this turn, or when a round ends. */
   private next: { promise: Promise<void>; resolve(): void; reject(err: unknown): void } | undefined;
   private startScheduled = false;
-  /** `rounds`: rounds started; `waits`: confirm() calls; `reused`: answered by a round already started or done. */
-  readonly stats = { rounds: 0, waits: 0, reused: 0 };
+  /**
+   * `rounds`: rounds started; `waits`: confirm() calls; `reused`: answered by a round already started or done;
+   * `leased`: answered by the leader lease, with no round (decision 0009).
+   */
+  readonly stats = { rounds: 0, waits: 0, reused: 0, leased: 0 };
 
   constructor(
     private readonly read: () => Promise<void>,
@@ -29,6 +32,11 @@ export class RoundCoalescer {
     private readonly tag: () => unknown = () => undefined,
     /** Rounds in flight at once (at least 1). */
     private readonly maxInFlight = 2,
+    /**
+     * Whether a leader lease under this tag holds now (decision 0009): no other leader exists at this instant, which
+     * is all a round that starts after the request arrived proves. Absent: rounds only.
+     */
+    private readonly lease?: (tag: unknown) => boolean,
   ) {
     if (!(Number.isInteger(maxInFlight) && maxInFlight >= 1))
       throw new Error(`maxInFlight must be an integer >= 1, got ${maxInFlight}`);
@@ -36,12 +44,7 @@ export class RoundCoalescer {
 
   /** True when a round that started at or after `since.at` under `since.tag` has already confirmed. */
   confirmedSince(since: { at: number; tag?: unknown }): boolean {
-    if (this.confirmed.at >= since.at && this.confirmed.tag === since.tag) {
-      this.stats.waits++;
-      this.stats.reused++;
-      return true;
-    }
-    return false;
+    return this.confirmedAtOrAfter(since.at, since.tag);
   }
 
   /** `confirmedSince({ at, tag })` without the object (the synchronous fast path calls it per command). */
@@ -49,6 +52,11 @@ export class RoundCoalescer {
     if (this.confirmed.at >= at && this.confirmed.tag === tag) {
       this.stats.waits++;
       this.stats.reused++;
+      return true;
+    }
+    if (this.lease?.(tag)) {
+      this.stats.waits++;
+      this.stats.leased++;
       return true;
     }
     return false;
@@ -61,6 +69,10 @@ export class RoundCoalescer {
    */
   confirm(since?: { at: number; tag?: unknown }): Promise<void> {
     this.stats.waits++;
+    if (this.lease?.(since === undefined ? this.tag() : since.tag)) {
+      this.stats.leased++;
+      return Promise.resolve();
+    }
     if (since !== undefined) {
       const tag = since.tag;
       if (this.confirmed.at >= since.at && this.confirmed.tag === tag) {

@@ -454,3 +454,56 @@ describe('a failed round never goes unhandled (full simulation, swarm seed 15289
     expect(unhandled).toEqual([]);
   });
 });
+
+/** A FakeNode serving from a leader lease (decision 0009) while `leaseTerm` is its term. */
+class LeasedNode extends FakeNode {
+  reads = 0;
+  leaseTerm: number | undefined = 2;
+  override async linearizableRead(): Promise<void> {
+    this.reads++;
+    return super.linearizableRead();
+  }
+  holdsLeaderLease(term: number): boolean {
+    return this.leader && this.leaseTerm === term && this.currentTerm === term;
+  }
+}
+
+describe('SequenceService with a leader lease (decision 0009)', () => {
+  async function leased() {
+    const state = new SequenceStateMachine();
+    const node = new LeasedNode(state);
+    const svc = new SequenceService({ node, state, owner: 'node-1', monotonic: () => 0 });
+    await svc.create('orders', { step: 10 });
+    node.reads = 0;
+    return { node, svc };
+  }
+
+  it('answers INCR from the lease with no ReadIndex round, inline too', async () => {
+    const { node, svc } = await leased();
+    expect(await svc.incrBy('orders', 1n, { arrivedAt: 0 })).toBe(1n);
+    expect(await svc.incrBy('orders', 1n)).toBe(2n);
+    expect(svc.incrByNow('orders', 1n, 0)).toBe(3n);
+    expect(svc.incrRepeatedNow('orders', 1n, 3, 0)).toEqual([4n, 5n, 6n]);
+    expect(node.reads).toBe(0);
+  });
+
+  it('without the lease (lost, or held for another term) every value waits for a round again', async () => {
+    const { node, svc } = await leased();
+    expect(await svc.incrBy('orders', 1n, { arrivedAt: 0 })).toBe(1n);
+    node.leaseTerm = undefined;
+    expect(svc.incrByNow('orders', 1n, 1)).toBeUndefined(); // no round since it arrived
+    expect(await svc.incrBy('orders', 1n, { arrivedAt: 1 })).toBe(2n);
+    expect(node.reads).toBe(1);
+    node.leaseTerm = 1; // a lease of an older term says nothing of this one
+    expect(svc.incrByNow('orders', 1n, 1)).toBeUndefined();
+  });
+
+  it('a deposed leader answers nothing, lease or not', async () => {
+    const { node, svc } = await leased();
+    expect(await svc.incrBy('orders', 1n)).toBe(1n);
+    node.newTerm(false);
+    node.leaseTerm = node.currentTerm;
+    await expect(svc.incrBy('orders', 1n)).rejects.toThrow(/not the leader/);
+    expect(svc.incrByNow('orders', 1n, 0)).toBeUndefined();
+  });
+});

@@ -25,6 +25,11 @@ export interface SequenceNode {
   term(): number;
   onRoleChange(cb: (leader: boolean) => void): () => void;
   notLeaderError(): Error;
+  /**
+   * Whether this node holds a Raft leader lease in `term` now (decision 0009). Present only when the node serves
+   * strict values from its lease (`floe serve --leader-lease`); absent: every value waits for a ReadIndex round.
+   */
+  holdsLeaderLease?(term: number): boolean;
 }
 
 export interface SequenceServiceOptions {
@@ -190,6 +195,9 @@ export class SequenceService {
       this.mono,
       () => o.node.term(),
       o.readRoundsInFlight ?? 2,
+      o.node.holdsLeaderLease === undefined
+        ? undefined
+        : (tag) => typeof tag === 'number' && (o.node.holdsLeaderLease as (t: number) => boolean)(tag),
     );
     this.prefetchAt = o.prefetchAt ?? 0.5;
     if (!(this.prefetchAt > 0 && this.prefetchAt <= 1)) throw new Error('prefetchAt must be in (0, 1]');

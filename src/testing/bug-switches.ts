@@ -62,6 +62,11 @@
  * - `removed-verdict-ignored` (FS-23): `FloeNode.onRemoved` ignores a member's authenticated "removed" verdict, so a
  *   removed member that never applied its removal (the message carrying the commit lost, or it was down) runs on for
  *   ever as a pre-candidate.
+ * - `leader-lease-margin-fifth` (issue 9 item 5, decision 0009): the node's core takes the old leader-lease margin,
+ *   ⌊electionTicks / 5⌋ ticks, instead of the one derived from the clock-drift bound, so a leader whose clock runs
+ *   slow believes its lease after a follower with a fast clock could vote for another.
+ * - `leader-lease-clock-blind` (decision 0009): `FloeNode.holdsLeaderLease` trusts the core's tick count alone: ticks
+ *   not delivered yet (a stopped process, a blocked event loop) and a suspend the wall clock shows are not taken off.
  */
 export const BUG_SWITCHES = [
   'client-two-generators',
@@ -88,6 +93,8 @@ export const BUG_SWITCHES = [
   'no-cluster-check',
   'leader-self-removal',
   'removed-verdict-ignored',
+  'leader-lease-margin-fifth',
+  'leader-lease-clock-blind',
 ] as const;
 export type BugSwitch = (typeof BUG_SWITCHES)[number];
 

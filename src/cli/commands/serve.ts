@@ -21,6 +21,7 @@ interface ServeFlags {
   snapshotEvery?: string;
   snapshotTrailing?: string;
   seqAutoCreate?: boolean;
+  leaderLease?: boolean;
   storageLock?: string;
   takeLegacyLock?: boolean;
   auditClickhouse?: string;
@@ -82,6 +83,10 @@ export function serveCommand(io: CliIO): Command {
     .option(
       '--seq-auto-create',
       'INCR on a missing sequence creates it (start 1, step 1000, strict); off by default',
+    )
+    .option(
+      '--leader-lease',
+      'serve strict INCR from the Raft leader lease, with no ReadIndex round trip (assumes clock rates within ±10%; set on every member; docs/decisions/0009)',
     )
     .option(
       '--storage-lock <mode>',

@@ -22,6 +22,8 @@
 //   --defaults on|off|drawn   run with what users run: `floe serve`'s and the SDK's defaults (10 s leases, 2 s
 //                      request timeouts, a snapshot every 10,000 entries, 64 MiB WAL segments, 20-30 s of faults),
 //                      client hosts in PID namespaces of their own in half of them; default drawn (about 1 seed in 6)
+//   --leader-lease on|off|drawn   every node runs `floe serve --leader-lease` (strict INCR served from the Raft
+//                      leader lease, decision 0009); default drawn (half the seeds with sequence clients)
 //   --bug NAME         re-introduce a known bug (repeatable; test-only switches, see docs/simulator-full.md)
 //   --workarounds none|A,B   harness workarounds for open findings (default: all of them, see docs)
 //   --jobs J           run seeds in J child processes (default 1)
@@ -55,7 +57,7 @@ interface Cli {
 const USAGE = `usage: npm run sim:full -- [--seeds N] [--start S] [--seed S] [--profile P] [--nodes N]
          [--clients N] [--kv-clients N] [--seq-clients N] [--snowflake-clients N]
          [--resp-lease-clients N] [--seconds S] [--heal-seconds S]
-         [--storage durable|memory] [--eio-restart reboot|process] [--peer-transport sim|production|drawn] [--hostile drawn|none|peer|resp|both] [--defaults on|off|drawn] [--bug NAME]...
+         [--storage durable|memory] [--eio-restart reboot|process] [--peer-transport sim|production|drawn] [--hostile drawn|none|peer|resp|both] [--defaults on|off|drawn] [--leader-lease on|off|drawn] [--bug NAME]...
          [--workarounds none|LIST] [--jobs J] [--tail N]
          [--verbose] [--json]
 profiles:
@@ -91,6 +93,7 @@ function parse(argv: string[]): Cli {
       'peer-transport': { type: 'string' },
       hostile: { type: 'string' },
       defaults: { type: 'string' },
+      'leader-lease': { type: 'string' },
       bug: { type: 'string', multiple: true },
       workarounds: { type: 'string' },
       jobs: { type: 'string' },
@@ -129,6 +132,10 @@ function parse(argv: string[]): Cli {
           peerStrangers: hostile === 'peer' || hostile === 'both',
           respHostile: hostile === 'resp' || hostile === 'both',
         };
+  const leaderLease = values['leader-lease'] ?? 'drawn';
+  if (leaderLease !== 'on' && leaderLease !== 'off' && leaderLease !== 'drawn') {
+    throw new UsageError(`--leader-lease must be on, off or drawn, got "${leaderLease}"`);
+  }
   const defaults = values.defaults ?? 'drawn';
   if (defaults !== 'on' && defaults !== 'off' && defaults !== 'drawn') {
     throw new UsageError(`--defaults must be on, off or drawn, got "${defaults}"`);
@@ -163,6 +170,7 @@ function parse(argv: string[]): Cli {
   keep('peer-transport', peerTransport, 'drawn');
   keep('hostile', hostile, 'drawn');
   keep('defaults', defaults, 'drawn');
+  keep('leader-lease', leaderLease, 'drawn');
   for (const b of values.bug ?? []) replayArgs.push('--bug', b);
   keep('workarounds', values.workarounds);
   const workarounds =
@@ -196,6 +204,7 @@ function parse(argv: string[]): Cli {
       peerTransport,
       ...hostileOverrides,
       ...(defaults === 'drawn' ? {} : { defaults }),
+      ...(leaderLease === 'drawn' ? {} : { leaderLease: leaderLease === 'on' }),
       bugs: values.bug ?? [],
       ...(workarounds === undefined ? {} : { workarounds }),
     },

@@ -511,6 +511,12 @@ export interface SimConfig {
    */
   machineMonotonic?: boolean;
   /**
+   * The nodes run with `floe serve --leader-lease` (decision 0009): the core's leader lease on, and strict sequence
+   * values served from it with no ReadIndex round. Drawn in half the seeds with sequence clients, from a stream of its
+   * own (`config-late8-lease`): a seed that does not draw it keeps its configuration, its run and its trace hash.
+   */
+  leaderLease?: boolean;
+  /**
    * Tests only (never drawn): how the membership fault removes a voter. `failedFirst`: the order before FS-20's
    * harness fix (a member that failed otherwise before one with corrupt data); `force`: `removeMember(id, { force:
    * true })`, skipping the node's strict reconfiguration check. Absent: corrupt data first, the check on.
@@ -545,6 +551,8 @@ export interface ConfigOverrides {
   defaults?: 'on' | 'off' | 'drawn';
   /** Force the machine's system-wide monotonic clock on (true) or off (false); absent: drawn. */
   machineMonotonic?: boolean;
+  /** Force `--leader-lease` on every node (true) or off (false); absent: drawn (`drawLeaderLease`). */
+  leaderLease?: boolean;
   /** Tests only: the membership fault's removal policy (SimConfig.removal); absent: the default. */
   removal?: { failedFirst?: boolean; force?: boolean };
 }
@@ -800,6 +808,7 @@ export function drawConfig(seed: number, profileName: string, o: ConfigOverrides
   drawHostile(seed, p.name, o, cfg);
   const out = drawProductionDefaults(seed, o, p.coarseLeases ? drawCoarse(seed, p, cfg) : cfg);
   if (o.machineMonotonic ?? drawMachineMonotonic(seed)) out.machineMonotonic = true;
+  if (o.leaderLease ?? drawLeaderLease(seed, out)) out.leaderLease = true;
   if (o.removal) out.removal = { ...o.removal };
   return out;
 }
@@ -858,6 +867,14 @@ function drawProductionDefaults(seed: number, o: ConfigOverrides, cfg: SimConfig
     },
     productionDefaults: { containerHosts: Math.min(containerHosts, cfg.leaseClients) },
   };
+}
+
+/**
+ * `floe serve --leader-lease` on every node (`SimConfig.leaderLease`): in half the seeds with sequence clients (where
+ * strict values are served from the lease), from a stream of its own (`config-late8-lease`).
+ */
+export function drawLeaderLease(seed: number, cfg: SimConfig): boolean {
+  return cfg.seq.clients > 0 && new Prng(seed).fork('config-late8-lease').chance(1 / 2);
 }
 
 /**

@@ -65,6 +65,8 @@ export interface NodeSettings {
    * the monotonic clock from 0 again). Absent: the machine's clock undeclared, and the boot ID survives a power loss.
    */
   machineMonotonic?: boolean;
+  /** `floe serve --leader-lease`: the core's leader lease, and strict sequence values served from it. */
+  leaderLease?: boolean;
 }
 
 export type NodeState = 'down' | 'booting' | 'up' | 'halted' | 'failed';
@@ -278,6 +280,7 @@ export class NodeHost {
       snapshotEvery: s.snapshotEvery,
       ...(s.production ? {} : { heartbeatTicks: s.heartbeatTicks, proposalTimeoutMs: s.proposalTimeoutMs }),
       random: rng.asRandomInt(),
+      ...(s.leaderLease ? { leaderLease: true } : {}),
       // From a stream of its own (the node's randomness keeps its draws): the ReadIndex contexts' incarnation.
       incarnation: incarnationBytes(w.rng(`node-incarnation-${this.id}-${this.incarnation}`), 8),
       clock: { monotonicMs: () => proc.monoMs(), wallMs: () => proc.wallMs() },
@@ -361,7 +364,7 @@ export class NodeHost {
     const sequences = !s.sequences
       ? undefined
       : new SequenceService({
-          node: sequenceNodeOf(n),
+          node: sequenceNodeOf(n, { leaderLease: s.leaderLease === true }),
           state: sm.sequences,
           owner: `node-${this.id}`,
           monotonic: () => proc.monoMs(),

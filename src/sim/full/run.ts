@@ -278,6 +278,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
   cfg.node.sequences = cfg.seq.clients > 0;
   if (cfg.snowflake.clients > 0) cfg.node.snowflakes = { cache: cfg.snowflake.cache };
   if (cfg.machineMonotonic) cfg.node.machineMonotonic = true;
+  if (cfg.leaderLease) cfg.node.leaderLease = true;
   const trace = new Trace(o.traceTail ?? 80, o.verbose);
   const w = new RunWorld(o.seed, trace, o.bugs ?? [], o.verbose);
   const sched = w.sched;
@@ -291,6 +292,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
     );
   }
 
+  if (cfg.leaderLease) w.trace('leader lease: every node runs --leader-lease (strict values served from the lease)');
   const onProcessError = (err: unknown) => w.fail('process-crash', `uncaught: ${errText(err)}`);
   const switchBugsOff = switchBugsOn(o.bugs ?? []);
   immediates.install();
