@@ -3,6 +3,7 @@
  *
  * 1. `redis-benchmark -t incr -c 50` (no pipelining, then -P 16) against
  *    - Floe strict mode (the leader of a real 3-node cluster from dist/),
+ *    - Floe strict mode on a second 3-node cluster run with `--leader-lease` (decision 0009; `--no-lease` skips it),
  *    - Floe node mode, one redis-benchmark per member at once (the sum),
  *    - redis-server (started here) with `appendonly no`, and with `appendonly yes` + `appendfsync everysec`.
  * 2. Leaf's HTTP segment path `GET /api/segment/get/{key}` under autocannon (50 connections), next to
@@ -47,6 +48,8 @@ const ONLY_INCR = (() => {
   return true;
 })();
 const NO_NODE = process.argv.includes('--no-node');
+/** `--no-lease`: leave out the second cluster, run with `--leader-lease` (decision 0009). */
+const NO_LEASE = process.argv.includes('--no-lease');
 /** `--warmup n`: n unmeasured requests to each server before each measured INCR run (default 0). */
 const WARMUP = process.argv.includes('--warmup') ? arg('warmup', 1) : 0;
 /** `--pipelines 16` or `--pipelines 1,16`: the redis-benchmark -P values of the INCR section (default 1,16). */
@@ -215,11 +218,17 @@ async function settled(cluster: Cluster, key: string): Promise<void> {
   }
 }
 
-async function incrSection(cluster: Cluster, leader: number): Promise<void> {
+async function incrSection(
+  cluster: Cluster,
+  leader: number,
+  leased: { cluster: Cluster; leader: number } | undefined,
+): Promise<void> {
   const portOf = (id: number) => cluster.node(id).spec.respPort;
   const key = 'counter:__rand_int__'; // the key redis-benchmark's INCR test uses
   const cli = (...a: string[]) => redisCli(['-p', String(portOf(leader)), ...a]);
   await cli('SEQ.CREATE', key, 'STEP', '1000');
+  const leasedPort = leased ? leased.cluster.node(leased.leader).spec.respPort : 0;
+  if (leased) await redisCli(['-p', String(leasedPort), 'SEQ.CREATE', key, 'STEP', '1000']);
   const rows: string[][] = [
     [
       'INCR, -c 50',
@@ -242,6 +251,7 @@ async function incrSection(cluster: Cluster, leader: number): Promise<void> {
         // Unmeasured: the Node.js servers reach optimized code (JIT) first, as a long-running server has.
         for (const port of [redisNo.port, redisAof.port, ceiling.port, portOf(leader)])
           await rate(port, p, undefined, WARMUP);
+        if (leased) await rate(leasedPort, p, undefined, WARMUP);
       }
       const rNo = await measured([redisNo.proc.pid], () => rate(redisNo.port, p), N);
       const rAof = await measured([redisAof.proc.pid], () => rate(redisAof.port, p), N);
@@ -268,6 +278,22 @@ async function incrSection(cluster: Cluster, leader: number): Promise<void> {
         strict.cpu,
         `${followersCpu} (sum)`,
       ]);
+      if (leased) {
+        // The same, on a cluster run with --leader-lease: no ReadIndex round per batch (decision 0009).
+        const lPid = leased.cluster.node(leased.leader).pid;
+        const lFollowers = leased.cluster.nodes.filter((n) => n.spec.id !== leased.leader).map((n) => n.pid);
+        const lBefore = lFollowers.map(cpuMs);
+        const l = await measured([lPid], () => rate(leasedPort, p), N);
+        rows.push([
+          'Floe strict, --leader-lease (leader)',
+          String(p),
+          fmt(l.rate),
+          `${(l.rate / rNo.rate).toFixed(2)}x`,
+          `${(l.rate / rAof.rate).toFixed(2)}x`,
+          l.cpu,
+          `${cpuPerReq(lBefore, lFollowers.map(cpuMs), N)} (sum)`,
+        ]);
+      }
       if (NO_NODE) continue;
       // node mode: the same key again, served by every member at once.
       await cli('SEQ.DELETE', key);
@@ -406,8 +432,17 @@ async function main(): Promise<void> {
     `bench:standalone on ${cpus().length} CPU(s) (${cpus()[0]?.model ?? '?'}), Node ${process.version}\n`,
   );
   const { cluster, leader } = await startCluster(3);
+  // A second cluster for the INCR section only, every member run with --leader-lease (stopped after it).
+  const leased = NO_LEASE ? undefined : await startCluster(3, ['--leader-lease']);
   try {
-    await incrSection(cluster, leader);
+    try {
+      await incrSection(cluster, leader, leased);
+    } finally {
+      if (leased) {
+        await leased.cluster.stopAll();
+        leased.cluster.cleanup();
+      }
+    }
     if (!ONLY_INCR) {
       await leafSection(cluster, leader);
       await snowflakeSection(cluster, leader);

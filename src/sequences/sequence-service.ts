@@ -185,6 +185,11 @@ export class SequenceService {
     stallFetchesMax: 0,
   };
 
+  /** ReadIndex rounds started for strict requests, and requests the leader lease answered with none (decision 0009). */
+  get confirmStats(): { readonly rounds: number; readonly leased: number } {
+    return this.confirmer.stats;
+  }
+
   constructor(private readonly o: SequenceServiceOptions) {
     this.mono = o.monotonic ?? (() => performance.now());
     this.incarnation = o.incarnation ?? randomBytes(6).toString('hex');

@@ -469,6 +469,19 @@ export class NodeMetrics {
         'Sequence requests served here that found no buffered values and waited for a segment proposal.',
         () => seqStats.stalls,
       );
+      const confirms = this.o.sequenceService?.confirmStats;
+      if (confirms) {
+        this.counterFrom(
+          'floe_sequence_read_rounds_total',
+          'ReadIndex rounds this leader started to confirm its leadership for strict sequence requests.',
+          () => confirms.rounds,
+        );
+        this.counterFrom(
+          'floe_sequence_lease_answers_total',
+          'Strict sequence requests answered under the leader lease, with no ReadIndex round (--leader-lease).',
+          () => confirms.leased,
+        );
+      }
       this.gauge(
         'floe_sequence_stall_fetches_max',
         'The most segment proposals one sequence request has waited for on this node (1: never more than one).',
