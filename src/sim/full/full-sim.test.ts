@@ -139,9 +139,12 @@ describe('full-stack simulation', () => {
     timeout: 120_000,
   }, async () => {
     const lines: string[] = [];
+    // This seed draws --leader-lease since the simulator draws it (stop 33), which moves its membership steps: the
+    // run before it is kept with the lease off.
     const refused = await runFullSim({
       seed: 1410929,
       profile: 'swarm',
+      leaderLease: false,
       removal: { failedFirst: true },
       verbose: (l) => lines.push(l),
     });
@@ -159,6 +162,7 @@ describe('full-stack simulation', () => {
     const forced = await runFullSim({
       seed: 1410929,
       profile: 'swarm',
+      leaderLease: false,
       removal: { failedFirst: true, force: true },
       verbose: (l) => forcedLines.push(l),
     });
