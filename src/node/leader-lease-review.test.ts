@@ -1,0 +1,199 @@
+// Adversarial review of decision 0009 (floe serve --leader-lease): failing tests for holes found in the lease's
+// time accounting. The core's lease argument: a voter that acknowledged a message the leader sent at its tick T refuses
+// (pre-)votes until electionTicks of its own ticks passed since it RECEIVED it (so not before T + E in real time);
+// the leader believes its lease until its tick T + E − M. These tests check that premise on the production FloeNode.
+import { describe, expect, it } from 'vitest';
+import type { Message, VoteRequest } from '../raft/types.js';
+import { type KvResult, KvStateMachine } from '../state/kv-state-machine.js';
+import { MemoryNodeStorage } from './memory-seams.js';
+import { FloeNode } from './node.js';
+import type { NodeTransport } from './seams.js';
+import { VirtualTimers } from './test-doubles.js';
+
+const TICK = 10;
+const E = 10;
+const WALL0 = 1_800_000_000_000;
+
+/** Node `id` of a 3-voter cluster, with --leader-lease, whose messages are recorded; `skew` moves its clocks. */
+function member(id: number, random: (n: number) => number) {
+  const vt = new VirtualTimers();
+  const sent: Message[] = [];
+  const transport: NodeTransport = {
+    send: (ms) => sent.push(...ms),
+    addPeer: () => {},
+    removePeer: () => {},
+    close: async () => {},
+  };
+  const clock = { monoSkew: 0, wallSkew: 0 };
+  const n = new FloeNode<KvResult>({
+    id,
+    storage: new MemoryNodeStorage({ voters: [1, 2, 3], learners: [] }),
+    transport,
+    stateMachine: new KvStateMachine(),
+    initialMembers: [1, 2, 3].map((i) => ({ id: i, peerAddr: `mem:${i}` })),
+    tickMs: TICK,
+    electionTicks: E,
+    heartbeatTicks: 1,
+    random,
+    clock: {
+      monotonicMs: () => vt.now + clock.monoSkew,
+      wallMs: () => WALL0 + vt.now + clock.monoSkew + clock.wallSkew,
+    },
+    timers: vt,
+    incarnation: new Uint8Array(8),
+    leaderLease: true,
+  });
+  return { n, vt, sent, clock };
+}
+
+const heartbeat = (from: number, to: number, term: number, sentTick: number): Message =>
+  ({ type: 'heartbeat', from, to, term, commit: 0, context: new Uint8Array(0), sentTick }) as Message;
+
+const voteReq = (type: 'vote' | 'preVote', from: number, to: number, term: number): VoteRequest => ({
+  type,
+  from,
+  to,
+  term,
+  lastIndex: 0,
+  lastTerm: 0,
+  transfer: false,
+});
+
+describe('review of decision 0009: the follower side of the lease', () => {
+  // Stall 0 is the control (passes): node 2 refuses. Stall 12 fails before any fix.
+  it.each([0, 12])(
+    'a follower whose event loop was blocked (or process SIGSTOPped) %i ticks acks a heartbeat, then its tick catch-up lets it vote at once',
+    async (stall) => {
+      // random(n) = n − 1: an election timeout of 2E − 1 ticks, so node 2 does not campaign itself; it only votes.
+      const { n, vt, sent, clock } = member(2, (k) => k - 1);
+      n.start();
+      // Node 1 leads term 2; node 2 follows it for a while (past the restart window of E ticks).
+      let leaderTick = 0;
+      for (let i = 0; i < 3 * E; i++) {
+        n.onMessage(heartbeat(1, 2, 2, ++leaderTick));
+        await vt.advance(TICK);
+      }
+      expect(n.status().lead).toBe(1);
+      // Node 2's event loop is blocked for 12 ticks (a GC pause, a synchronous write, SIGSTOP): no timer runs, node 1
+      // ticks on. When it runs again, Node (libuv) handles the socket's bytes and the setImmediate work (the Ready loop,
+      // which sends the ack) before the timers phase: the newest heartbeat is stepped and acknowledged first.
+      clock.monoSkew += stall * TICK;
+      leaderTick += stall;
+      sent.length = 0;
+      n.onMessage(heartbeat(1, 2, 2, leaderTick));
+      await vt.settle();
+      const ack = sent.find((m) => m.type === 'heartbeatResp') as
+        | (Message & { sentTick?: number })
+        | undefined;
+      expect(ack?.sentTick).toBe(leaderTick);
+      // Node 1 now holds a lease until its tick leaderTick + E − M (M = 3): node 2 promised to refuse votes for E of
+      // its ticks from now. Only then does node 2's tick timer run: it delivers the ticks of the block at once.
+      await vt.advance(TICK);
+      // One tick after the ack, node 3 (cut off from node 1, so out of lease itself) asks for node 2's vote.
+      sent.length = 0;
+      n.onMessage(voteReq('preVote', 3, 2, 3));
+      n.onMessage(voteReq('vote', 3, 2, 3));
+      await vt.settle();
+      const granted = sent.filter(
+        (m) => (m.type === 'preVoteResp' || m.type === 'voteResp') && !(m as { reject: boolean }).reject,
+      );
+      // Before any fix: both granted (node 3 wins term 3 with nodes 2 and 3, while node 1 still serves strict INCRs
+      // from its lease for about E − M − 2 more ticks: a step back across the failover).
+      expect(granted).toEqual([]);
+      await n.stop('test over');
+    },
+  );
+});
+
+/** Node 1 of a 3-voter cluster elected leader with node 2's votes; `pump` has node 2 acknowledge what node 1 sent. */
+async function leader() {
+  const m = member(1, () => 0);
+  const { n, vt, sent } = m;
+  const wall = () => WALL0 + vt.now + m.clock.monoSkew + m.clock.wallSkew;
+  /** Wall time at which each sentTick acknowledged by node 2 was sent (messages are delivered and acked at once). */
+  const ackedWall = new Map<number, number>();
+  const pump = async () => {
+    const out = sent.splice(0);
+    for (const msg of out) {
+      if (msg.to !== 2) continue;
+      const mm = msg as Message & Record<string, unknown>;
+      if (msg.type === 'preVote' || msg.type === 'vote')
+        n.onMessage({ type: `${msg.type}Resp`, from: 2, to: 1, term: msg.term, reject: false } as Message);
+      else if (msg.type === 'app') {
+        const index = (mm.logIndex as number) + (mm.entries as unknown[]).length;
+        ackedWall.set(mm.sentTick as number, wall());
+        n.onMessage({
+          type: 'appResp',
+          from: 2,
+          to: 1,
+          term: msg.term,
+          index,
+          reject: false,
+          rejectHint: 0,
+          logTermHint: 0,
+          sentTick: mm.sentTick,
+        } as Message);
+      } else if (msg.type === 'heartbeat') {
+        ackedWall.set(mm.sentTick as number, wall());
+        n.onMessage({
+          type: 'heartbeatResp',
+          from: 2,
+          to: 1,
+          term: msg.term,
+          context: mm.context,
+          sentTick: mm.sentTick,
+        } as Message);
+      }
+    }
+    await vt.settle();
+  };
+  n.start();
+  for (let i = 0; i < 4 * E && !n.isLeader; i++) {
+    await vt.advance(TICK);
+    await pump();
+    await pump();
+  }
+  expect(n.isLeader).toBe(true);
+  for (let i = 0; i < 3; i++) {
+    await vt.advance(TICK);
+    await pump();
+  }
+  expect(n.holdsLeaderLease(n.currentTerm)).toBe(true);
+  return { ...m, wall, ackedWall, pump };
+}
+
+describe('review of decision 0009: the leader side of the lease', () => {
+  it('control: cut off with no suspend, the leader drops its lease before a follower may vote again', async () => {
+    const { n, vt, sent, wall, ackedWall } = await leader();
+    const lastAck = Math.max(...ackedWall.keys());
+    const sentAt = ackedWall.get(lastAck) as number;
+    for (let k = 1; k <= 12; k++) {
+      await vt.advance(TICK);
+      sent.length = 0; // node 1 is cut off: nothing reaches node 2 any more
+      if (wall() - sentAt >= (E - 1) * TICK) expect(n.holdsLeaderLease(n.currentTerm)).toBe(false);
+    }
+    await n.stop('test over');
+  });
+
+  it('sub-tick machine suspends (each shows on the wall clock) add up unnoticed: the lease outlives the followers’ promise', async () => {
+    const { n, vt, sent, clock, wall, ackedWall } = await leader();
+    // Node 1 is cut off now. The last message node 2 acknowledged was sent at `sentAt`; node 2 (a perfect clock) refuses
+    // votes for E ticks after it received it — at worst E − 1 tick periods (its first tick may come at once).
+    const lastAck = Math.max(...ackedWall.keys());
+    const sentAt = ackedWall.get(lastAck) as number;
+    const held: number[] = [];
+    for (let k = 1; k <= 12; k++) {
+      // A machine suspend of 0.99 tick between two ticks: the monotonic clock stops, the wall clock runs on. Each one
+      // is below onTimer's threshold (lostMs > tickMs), and the lost time is forgotten at the next tick.
+      clock.wallSkew += 0.99 * TICK;
+      await vt.advance(TICK);
+      sent.length = 0;
+      if (n.holdsLeaderLease(n.currentTerm)) held.push(wall() - sentAt);
+    }
+    // Before any fix: the lease is still believed 9.95 ticks of real time after the acknowledged message was sent,
+    // past the 9 tick periods node 2 is bound to refuse votes (with nominal clocks: no drift needed; with the allowed
+    // ±10 % drift three such suspends suffice).
+    expect(held.filter((ms) => ms >= (E - 1) * TICK)).toEqual([]);
+    await n.stop('test over');
+  });
+});
