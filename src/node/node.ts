@@ -200,6 +200,11 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
   private ticksDone = 0;
   /** No lease is trusted before this many ticks: set when the wall clock ran ahead of the monotonic one (a suspend). */
   private leaseVoidUntilTick = 0;
+  /** Where the suspend check measures from (checkSuspend): monotonic and wall ms, and ticks delivered then. */
+  private anchorMono = 0;
+  private anchorWall = 0;
+  private anchorTick = 0;
+  private readonly leaderLease: boolean;
   /** The leader serves from its lease only once it applied this index (its term's no-op, or later). */
   private leaseAppliedFloor = Number.POSITIVE_INFINITY;
   /** Monotonic ms of the last storage lock check (NodeStorage.checkLock), and whether one is running. */
@@ -225,6 +230,7 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     this.log = options.logger ?? silentLogger;
     this.self = options.self ?? {};
     this.incarnation = options.incarnation ?? randomBytes(8);
+    this.leaderLease = options.leaderLease ?? false;
     this.opts = {
       tickMs: options.tickMs ?? 50,
       electionTicks: options.electionTicks ?? 10,
@@ -262,7 +268,7 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
         random: options.random,
         preVote: true,
         checkQuorum: true,
-        leaderLease: options.leaderLease ?? false,
+        leaderLease: this.leaderLease,
         // Test-only: issue 9 item 5's old margin, instead of the one derived from the drift bound.
         ...(bugOn('leader-lease-margin-fifth')
           ? { leaseMarginTicks: Math.floor(this.opts.electionTicks / 5) }
@@ -280,6 +286,8 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     if (this.ticker !== undefined || this.stoppedReason) return;
     this.lastTickAt = this.clock.monotonicMs();
     this.lastTickWall = this.clock.wallMs();
+    this.anchorMono = this.lastTickAt;
+    this.anchorWall = this.lastTickWall;
     this.lastLockCheckAt = this.lastTickAt;
     this.ticker = this.timers.setInterval(() => this.onTimer(), this.opts.tickMs);
     const voters = this.conf.voters;
@@ -291,6 +299,18 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
 
   onMessage(msg: Message): void {
     if (this.stoppedReason) return;
+    // With leader leases, ticks owed for time that passed before this message (the process was stopped, the event
+    // loop blocked: I/O is handled before timers) are delivered first. Else a follower would count its election timer
+    // from the message's arrival only after those ticks, and vote for another just after promising not to (review of
+    // decision 0009, hole 1).
+    if (this.leaderLease && this.ticker !== undefined) {
+      try {
+        this.deliverDueTicks();
+      } catch (err) {
+        this.failStop('tick', err);
+        return;
+      }
+    }
     try {
       this.raw.step(msg);
     } catch (err) {
@@ -365,22 +385,7 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     // Nothing may escape a timer callback: an uncaught exception would kill the process without
     // a word. Anything unexpected stops the node with its reason instead (fail-stop).
     try {
-      // Ticks follow the monotonic clock, not the timer count: after the event loop was blocked
-      // (or the process stopped), elapsed ticks are delivered so leases and check-quorum see the
-      // real time that passed. Capped so a long pause does not spin.
-      const now = this.clock.monotonicMs();
-      let due = Math.floor((now - this.lastTickAt) / this.opts.tickMs);
-      if (due <= 0) return;
-      const wall = this.clock.wallMs();
-      // The monotonic clock stops in a machine suspend while the other members go on: a wall clock that ran ahead of
-      // it by more than a tick voids any leader lease until a whole election timeout of new ticks has passed.
-      const lostMs = wall - this.lastTickWall - (now - this.lastTickAt);
-      this.lastTickAt += due * this.opts.tickMs;
-      this.lastTickWall = wall - (now - this.lastTickAt);
-      due = Math.min(due, this.opts.electionTicks * 4);
-      for (let i = 0; i < due; i++) this.raw.tick();
-      this.ticksDone += due;
-      if (lostMs > this.opts.tickMs) this.leaseVoidUntilTick = this.ticksDone + this.opts.electionTicks;
+      if (!this.deliverDueTicks()) return;
     } catch (err) {
       if (bugOn('tick-without-catch')) throw err;
       this.failStop('tick', err);
@@ -389,6 +394,42 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     this.maybeCheckLock();
     if (this.progressWaiters.size > 0) this.wakeProgressWaiters();
     this.kick();
+  }
+
+  /**
+   * Delivers to the core the ticks the monotonic clock says are due; false when none is. Ticks follow the monotonic
+   * clock, not the timer count: after the event loop was blocked (or the process stopped), elapsed ticks are delivered
+   * so leases and check-quorum see the real time that passed. Capped so a long pause does not spin.
+   */
+  private deliverDueTicks(): boolean {
+    const now = this.clock.monotonicMs();
+    let due = Math.floor((now - this.lastTickAt) / this.opts.tickMs);
+    if (due <= 0) return false;
+    const wall = this.clock.wallMs();
+    this.lastTickAt += due * this.opts.tickMs;
+    this.lastTickWall = wall - (now - this.lastTickAt);
+    due = Math.min(due, this.opts.electionTicks * 4);
+    for (let i = 0; i < due; i++) this.raw.tick();
+    this.ticksDone += due;
+    this.checkSuspend(now, wall);
+    return true;
+  }
+
+  /**
+   * The monotonic clock stops in a machine suspend while the other members go on. A wall clock that ran ahead of it by
+   * more than half a tick since the anchor (renewed every election timeout) voids any leader lease until a whole
+   * election timeout of new ticks has passed. Measured from an anchor, not per tick, so that short suspends add up
+   * (review of decision 0009, hole 2); NTP's slew (≤ 0.05 %) stays far below half a tick over an election timeout.
+   */
+  private checkSuspend(now: number, wall: number): void {
+    const lostMs = wall - this.anchorWall - (now - this.anchorMono);
+    if (lostMs > this.opts.tickMs / 2) {
+      this.leaseVoidUntilTick = this.ticksDone + this.opts.electionTicks;
+    } else if (this.ticksDone - this.anchorTick < this.opts.electionTicks && lostMs >= -this.opts.tickMs)
+      return;
+    this.anchorMono = now;
+    this.anchorWall = wall;
+    this.anchorTick = this.ticksDone;
   }
 
   /**

@@ -292,7 +292,8 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
     );
   }
 
-  if (cfg.leaderLease) w.trace('leader lease: every node runs --leader-lease (strict values served from the lease)');
+  if (cfg.leaderLease)
+    w.trace('leader lease: every node runs --leader-lease (strict values served from the lease)');
   const onProcessError = (err: unknown) => w.fail('process-crash', `uncaught: ${errText(err)}`);
   const switchBugsOff = switchBugsOn(o.bugs ?? []);
   immediates.install();
