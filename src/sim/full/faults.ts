@@ -85,6 +85,8 @@ export class FaultDirector {
   private readonly rng: Prng;
   /** Faults on sequence clients (their own stream: seeds without them draw nothing from it). */
   private readonly seqRng: Prng;
+  /** Draws of the leader-lease seeds' own fault (`suspendCutOff`). */
+  private readonly leaseRng: Prng;
   /** Faults on RESP lease clients (their own stream: seeds without them draw nothing from it). */
   private readonly respLeaseRng: Prng;
   /** The `coarse` profile's own faults (their own stream: no other profile draws from it). */
@@ -125,6 +127,7 @@ export class FaultDirector {
   constructor(private readonly c: ClusterView) {
     this.rng = c.world.rng('faults');
     this.seqRng = c.world.rng('faults-seq');
+    this.leaseRng = c.world.rng('faults-lease');
     this.respLeaseRng = c.world.rng('faults-resp-lease');
     this.restartRng = c.world.rng('faults-restarts');
     this.stallRng = c.world.rng('faults-stall');
@@ -337,7 +340,19 @@ export class FaultDirector {
             proc.resume();
           });
         } else {
-          this.suspend(h.machine);
+          // With --leader-lease, half the node suspends (a stream of their own) take the leader's machine and cut
+          // its peer links through the suspend and a little past it, while clients still reach it: a leader that wakes
+          // believing its lease would answer strict INCRs beside its successor (decision 0009). Not drawn in other
+          // seeds, which keep their runs.
+          const lead = this.leader();
+          if (
+            c.cfg.leaderLease &&
+            lead?.proc &&
+            this.healthyNodes().includes(lead) &&
+            this.leaseRng.chance(1 / 2)
+          )
+            this.suspendCutOff(lead);
+          else this.suspend(h.machine);
         }
         return true;
       }
@@ -1104,6 +1119,28 @@ export class FaultDirector {
       });
     });
     return true;
+  }
+
+  /** Suspends the leader's machine with its peer links cut, healed 0.2-1.5 s after it resumes (`nodeSuspend`). */
+  private suspendCutOff(h: NodeHost): void {
+    const m = h.machine;
+    const t = isolate(
+      this.members().map((x) => x.id),
+      h.id,
+    );
+    this.c.net.setBlocked(t.links);
+    const epoch = ++this.partitionEpoch;
+    this.trace(`${m.name} (the leader) suspends, cut off from its peers: ${t.describe}`);
+    m.suspend();
+    this.later(this.outage(), 'machine-resume', () => {
+      this.trace(`${m.name} resumes, still cut off from its peers`);
+      m.resume();
+      this.later(this.leaseRng.range(200, 1500) * 1000, 'heal-partition', () => {
+        if (epoch !== this.partitionEpoch) return;
+        this.c.net.setBlocked([]);
+        this.trace('partition healed');
+      });
+    });
   }
 
   private suspend(m: Machine): void {

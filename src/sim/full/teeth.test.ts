@@ -266,6 +266,24 @@ describe('the full-stack simulator finds re-introduced bugs', () => {
 // The `coarse` profile (issue 10 teeth for the two SDK switches the other profiles do not find): leases on a
 // 1 s-tick layout with margins down to the SDK's minimum on NTP-grade clocks, client hosts cut off from the cluster
 // (and stalled around their lease's deadline), and reset while cut off.
+describe('the leader lease (--leader-lease, decision 0009)', () => {
+  // A leader whose machine suspends cut off from its peers (the lease seeds' own share of `nodeSuspend`) wakes with
+  // its monotonic clock stopped: its core's tick count says the lease still holds. The node takes the wall clock's
+  // view off it; with the switch it trusts the ticks, answers strict INCRs beside its successor, and a value steps back.
+  it('a leader that trusts its tick count alone after a suspend answers below its successor (sequence-order)', {
+    timeout: 300_000,
+  }, async () => {
+    const opts = { profile: 'nodes' as const, seqClients: 6, leaderLease: true };
+    const f = await firstFailure({ ...opts, bugs: ['leader-lease-clock-blind'] }, 3, 29);
+    expect(f?.seed).toBe(30);
+    expect(f?.kind).toBe('sequence-order');
+    const lines: string[] = [];
+    const fixed = await runFullSim({ ...opts, seed: 30, verbose: (l) => lines.push(l) });
+    expect(fixed.failure, fixed.failure?.detail).toBeUndefined();
+    expect(lines.some((l) => /\(the leader\) suspends, cut off from its peers/.test(l))).toBe(true);
+  });
+});
+
 describe('the coarse profile', () => {
   it('fixed code: its first seeds pass every oracle', { timeout: 300_000 }, async () => {
     expect(await firstFailure({ profile: 'coarse' }, 5)).toBeUndefined();
