@@ -7,7 +7,7 @@ import { Prng } from '../prng.js';
 import { FLOE_LAYOUT } from './config.js';
 import { FailStopOracle } from './fail-stop-oracle.js';
 import { leaseReplyMismatch } from './http-router.js';
-import { IdOracle } from './id-oracle.js';
+import { IdOracle, IdSet } from './id-oracle.js';
 import { LeaseLedger } from './lease-ledger.js';
 import { checkedPayload, QUIET_NET, VirtualNetwork, withChecksum } from './network.js';
 import { Machine, MachineClock, SimProcess } from './process.js';
@@ -365,6 +365,32 @@ describe('ID oracle', () => {
     grant(o, 1, 10);
     grant(o, 1, 10);
     expect(o.stats.grants).toBe(1);
+  });
+});
+
+describe("ID set (the oracle's record of every ID)", () => {
+  it('holds exactly the IDs added, whatever their high and low bits, and values outside 0..MAX_ID apart', () => {
+    const s = new IdSet();
+    const seen = new Set<bigint>();
+    const rng = new Prng(7);
+    const max = (1n << 63n) - 1n;
+    const odd = [-1n, -(1n << 20n), 1n << 63n, (1n << 80n) + 5n];
+    const pool: bigint[] = [0n, 1n, (1n << 20n) - 1n, 1n << 20n, max, max - 1n, ...odd];
+    // IDs sharing their high bits (a burst), and ones that differ only above or only below bit 20.
+    for (let i = 0; i < 300; i++) {
+      const hi = BigInt(rng.nextU32()) * 4096n + BigInt(rng.int(4));
+      pool.push((hi << 20n) | BigInt(rng.int(1 << 20)), (hi << 20n) | BigInt(i % 7));
+    }
+    for (let round = 0; round < 2; round++)
+      for (const v of pool) {
+        expect(s.has(v)).toBe(seen.has(v));
+        expect(s.add(v)).toBe(!seen.has(v));
+        seen.add(v);
+        expect(s.has(v)).toBe(true);
+        expect(s.size).toBe(seen.size);
+      }
+    expect(s.has(2n)).toBe(false);
+    expect(s.has((5n << 20n) | 1n)).toBe(seen.has((5n << 20n) | 1n));
   });
 });
 

@@ -74,8 +74,13 @@ export const immediates = new ImmediateTracker();
 
 /** One real event-loop turn: every microtask queued before it has run when it resolves. */
 export function turn(): Promise<void> {
-  return new Promise((r) => realSetImmediate(r));
+  return new Promise(resolveNextTurn);
 }
+
+/** One executor for every turn's promise (no closure made per event). */
+const resolveNextTurn = (r: () => void): void => {
+  realSetImmediate(r);
+};
 
 /**
  * Most event-loop turns one event may take to settle. Code that polls with setImmediate until some
