@@ -200,9 +200,13 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
   private ticksDone = 0;
   /** No lease is trusted before this many ticks: set when the wall clock ran ahead of the monotonic one (a suspend). */
   private leaseVoidUntilTick = 0;
-  /** Where the suspend check measures from (checkSuspend): monotonic and wall ms, and ticks delivered then. */
-  private anchorMono = 0;
-  private anchorWall = 0;
+  /**
+   * The suspend check (checkSuspend): the clocks at its last run, the wall clock's gain on the monotonic one summed
+   * since the anchor, and the ticks delivered at the anchor (renewed every election timeout).
+   */
+  private prevCheckMono = 0;
+  private prevCheckWall = 0;
+  private lostSinceAnchorMs = 0;
   private anchorTick = 0;
   private readonly leaderLease: boolean;
   /** The leader serves from its lease only once it applied this index (its term's no-op, or later). */
@@ -286,8 +290,8 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     if (this.ticker !== undefined || this.stoppedReason) return;
     this.lastTickAt = this.clock.monotonicMs();
     this.lastTickWall = this.clock.wallMs();
-    this.anchorMono = this.lastTickAt;
-    this.anchorWall = this.lastTickWall;
+    this.prevCheckMono = this.lastTickAt;
+    this.prevCheckWall = this.lastTickWall;
     this.lastLockCheckAt = this.lastTickAt;
     this.ticker = this.timers.setInterval(() => this.onTimer(), this.opts.tickMs);
     const voters = this.conf.voters;
@@ -385,7 +389,11 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     // Nothing may escape a timer callback: an uncaught exception would kill the process without
     // a word. Anything unexpected stops the node with its reason instead (fail-stop).
     try {
-      if (!this.deliverDueTicks()) return;
+      if (!this.deliverDueTicks()) {
+        // With leases, messages may have delivered every due tick (onMessage): the watchdog still runs (review 2).
+        if (this.leaderLease) this.maybeCheckLock();
+        return;
+      }
     } catch (err) {
       if (bugOn('tick-without-catch')) throw err;
       this.failStop('tick', err);
@@ -416,19 +424,21 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
   }
 
   /**
-   * The monotonic clock stops in a machine suspend while the other members go on. A wall clock that ran ahead of it by
-   * more than half a tick since the anchor (renewed every election timeout) voids any leader lease until a whole
-   * election timeout of new ticks has passed. Measured from an anchor, not per tick, so that short suspends add up
+   * The monotonic clock stops in a machine suspend while the other members go on. A wall clock that gained more than
+   * half a tick on it since the anchor (renewed every election timeout) voids any leader lease until a whole election
+   * timeout of new ticks has passed. Summed since the anchor, not judged per tick, so that short suspends add up
    * (review of decision 0009, hole 2); NTP's slew (≤ 0.05 %) stays far below half a tick over an election timeout.
    */
   private checkSuspend(now: number, wall: number): void {
-    const lostMs = wall - this.anchorWall - (now - this.anchorMono);
-    if (lostMs > this.opts.tickMs / 2) {
+    // Only time the wall clock gained counts, summed since the anchor: a step back earns no credit against a later
+    // suspend (second review of decision 0009).
+    this.lostSinceAnchorMs += Math.max(0, wall - this.prevCheckWall - (now - this.prevCheckMono));
+    this.prevCheckMono = now;
+    this.prevCheckWall = wall;
+    if (this.lostSinceAnchorMs > this.opts.tickMs / 2)
       this.leaseVoidUntilTick = this.ticksDone + this.opts.electionTicks;
-    } else if (this.ticksDone - this.anchorTick < this.opts.electionTicks && lostMs >= -this.opts.tickMs)
-      return;
-    this.anchorMono = now;
-    this.anchorWall = wall;
+    else if (this.ticksDone - this.anchorTick < this.opts.electionTicks) return;
+    this.lostSinceAnchorMs = 0;
     this.anchorTick = this.ticksDone;
   }
 
