@@ -1,5 +1,5 @@
 /**
- * `npx tsx bench/incr-path.ts [--batches N]`: the CPU cost of the RESP INCR path in one process, without sockets,
+ * `npx tsx bench/incr-path.ts [--batches N] [--pipeline N]` (`LEASE=1`: as with `--leader-lease`): the CPU cost of the RESP INCR path in one process, without sockets,
  * Raft or other processes, so that changes to it can be compared on a shared machine (bench:standalone's rates and
  * even its CPU figures move with the load).
  *
@@ -28,7 +28,10 @@ import { arg } from './args.js';
 
 const BATCHES = arg('batches', 2000);
 const CLIENTS = 50;
-const PIPELINE = 16;
+/** `--pipeline n` (default 16): INCRs per chunk; 1 is redis-benchmark without -P. */
+const PIPELINE = arg('pipeline', 16);
+/** `LEASE=1`: the node holds a leader lease (`--leader-lease`, decision 0009): no rounds at all. */
+const LEASE = process.env.LEASE === '1';
 const KEY = 'counter:__rand_int__';
 
 /** A socket that keeps the 'data' listener and counts the replies written to it. */
@@ -79,6 +82,7 @@ function sequenceService(): SequenceService {
       term: () => 1,
       onRoleChange: () => () => {},
       notLeaderError: () => new Error('not leader'),
+      ...(LEASE ? { holdsLeaderLease: (term: number) => term === 1 } : {}),
     },
     state,
     owner: 'node-1',
@@ -183,6 +187,6 @@ await run(true);
 const results: number[] = [];
 for (let i = 0; i < 5; i++) results.push(await run());
 console.log(
-  `RESP INCR path, ${CLIENTS} clients x -P ${PIPELINE}, ${BATCHES} pipelines each: ` +
+  `RESP INCR path${LEASE ? ' (leader lease)' : ''}, ${CLIENTS} clients x -P ${PIPELINE}, ${BATCHES} pipelines each: ` +
     `${Math.min(...results).toFixed(3)} µs CPU per INCR (best of 5; all: ${results.map((r) => r.toFixed(3)).join(' ')})`,
 );
