@@ -4,50 +4,7 @@
 // the leader believes its lease until its tick T + E − M. These tests check that premise on the production FloeNode.
 import { describe, expect, it } from 'vitest';
 import type { Message, VoteRequest } from '../raft/types.js';
-import { type KvResult, KvStateMachine } from '../state/kv-state-machine.js';
-import { MemoryNodeStorage } from './memory-seams.js';
-import { FloeNode } from './node.js';
-import type { NodeTransport } from './seams.js';
-import { VirtualTimers } from './test-doubles.js';
-
-const TICK = 10;
-const E = 10;
-const WALL0 = 1_800_000_000_000;
-
-/** Node `id` of a 3-voter cluster, with --leader-lease, whose messages are recorded; `skew` moves its clocks. */
-function member(id: number, random: (n: number) => number) {
-  const vt = new VirtualTimers();
-  const sent: Message[] = [];
-  const transport: NodeTransport = {
-    send: (ms) => sent.push(...ms),
-    addPeer: () => {},
-    removePeer: () => {},
-    close: async () => {},
-  };
-  const clock = { monoSkew: 0, wallSkew: 0 };
-  const n = new FloeNode<KvResult>({
-    id,
-    storage: new MemoryNodeStorage({ voters: [1, 2, 3], learners: [] }),
-    transport,
-    stateMachine: new KvStateMachine(),
-    initialMembers: [1, 2, 3].map((i) => ({ id: i, peerAddr: `mem:${i}` })),
-    tickMs: TICK,
-    electionTicks: E,
-    heartbeatTicks: 1,
-    random,
-    clock: {
-      monotonicMs: () => vt.now + clock.monoSkew,
-      wallMs: () => WALL0 + vt.now + clock.monoSkew + clock.wallSkew,
-    },
-    timers: vt,
-    incarnation: new Uint8Array(8),
-    leaderLease: true,
-  });
-  return { n, vt, sent, clock };
-}
-
-const heartbeat = (from: number, to: number, term: number, sentTick: number): Message =>
-  ({ type: 'heartbeat', from, to, term, commit: 0, context: new Uint8Array(0), sentTick }) as Message;
+import { E, heartbeat, leader, member, TICK } from './lease-test-kit.js';
 
 const voteReq = (type: 'vote' | 'preVote', from: number, to: number, term: number): VoteRequest => ({
   type,
@@ -104,63 +61,6 @@ describe('review of decision 0009: the follower side of the lease', () => {
     },
   );
 });
-
-/** Node 1 of a 3-voter cluster elected leader with node 2's votes; `pump` has node 2 acknowledge what node 1 sent. */
-async function leader() {
-  const m = member(1, () => 0);
-  const { n, vt, sent } = m;
-  const wall = () => WALL0 + vt.now + m.clock.monoSkew + m.clock.wallSkew;
-  /** Wall time at which each sentTick acknowledged by node 2 was sent (messages are delivered and acked at once). */
-  const ackedWall = new Map<number, number>();
-  const pump = async () => {
-    const out = sent.splice(0);
-    for (const msg of out) {
-      if (msg.to !== 2) continue;
-      const mm = msg as Message & Record<string, unknown>;
-      if (msg.type === 'preVote' || msg.type === 'vote')
-        n.onMessage({ type: `${msg.type}Resp`, from: 2, to: 1, term: msg.term, reject: false } as Message);
-      else if (msg.type === 'app') {
-        const index = (mm.logIndex as number) + (mm.entries as unknown[]).length;
-        ackedWall.set(mm.sentTick as number, wall());
-        n.onMessage({
-          type: 'appResp',
-          from: 2,
-          to: 1,
-          term: msg.term,
-          index,
-          reject: false,
-          rejectHint: 0,
-          logTermHint: 0,
-          sentTick: mm.sentTick,
-        } as Message);
-      } else if (msg.type === 'heartbeat') {
-        ackedWall.set(mm.sentTick as number, wall());
-        n.onMessage({
-          type: 'heartbeatResp',
-          from: 2,
-          to: 1,
-          term: msg.term,
-          context: mm.context,
-          sentTick: mm.sentTick,
-        } as Message);
-      }
-    }
-    await vt.settle();
-  };
-  n.start();
-  for (let i = 0; i < 4 * E && !n.isLeader; i++) {
-    await vt.advance(TICK);
-    await pump();
-    await pump();
-  }
-  expect(n.isLeader).toBe(true);
-  for (let i = 0; i < 3; i++) {
-    await vt.advance(TICK);
-    await pump();
-  }
-  expect(n.holdsLeaderLease(n.currentTerm)).toBe(true);
-  return { ...m, wall, ackedWall, pump };
-}
 
 describe('review of decision 0009: the leader side of the lease', () => {
   it('control: cut off with no suspend, the leader drops its lease before a follower may vote again', async () => {
