@@ -273,6 +273,10 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
         preVote: true,
         checkQuorum: true,
         leaderLease: this.leaderLease,
+        // Every member keeps the followers' side of leases, whether or not it uses its own: a leader with
+        // `leaderLease` may then rely on its lease whatever flags the other members run with (decision 0009).
+        // Test-only ('lease-promise-opt-in'): only members with the flag keep it, as before.
+        leasePromise: !bugOn('lease-promise-opt-in') || this.leaderLease,
         // Test-only: issue 9 item 5's old margin, instead of the one derived from the drift bound.
         ...(bugOn('leader-lease-margin-fifth')
           ? { leaseMarginTicks: Math.floor(this.opts.electionTicks / 5) }
@@ -303,11 +307,11 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
 
   onMessage(msg: Message): void {
     if (this.stoppedReason) return;
-    // With leader leases, ticks owed for time that passed before this message (the process was stopped, the event
-    // loop blocked: I/O is handled before timers) are delivered first. Else a follower would count its election timer
-    // from the message's arrival only after those ticks, and vote for another just after promising not to (review of
-    // decision 0009, hole 1).
-    if (this.leaderLease && this.ticker !== undefined) {
+    // Ticks owed for time that passed before this message (the process was stopped, the event loop blocked: I/O is
+    // handled before timers) are delivered first. Else a follower would count its election timer from the message's
+    // arrival only after those ticks, and vote for another just after promising a leader's lease not to (review of
+    // decision 0009, hole 1). Every member does it, with or without `leaderLease`: the promise is any member's.
+    if (this.ticker !== undefined && (this.leaderLease || !bugOn('lease-promise-opt-in'))) {
       try {
         this.deliverDueTicks();
       } catch (err) {
@@ -390,8 +394,8 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     // a word. Anything unexpected stops the node with its reason instead (fail-stop).
     try {
       if (!this.deliverDueTicks()) {
-        // With leases, messages may have delivered every due tick (onMessage): the watchdog still runs (review 2).
-        if (this.leaderLease) this.maybeCheckLock();
+        // Messages may have delivered every due tick (onMessage): the watchdog still runs (review 2).
+        this.maybeCheckLock();
         return;
       }
     } catch (err) {

@@ -11,6 +11,7 @@ export interface ResolvedConfig {
   preVote: boolean;
   checkQuorum: boolean;
   leaderLease: boolean;
+  leasePromise: boolean;
   clockDriftBound: number;
   leaseMarginTicks: number;
   maxInflightMessages: number;
@@ -80,6 +81,13 @@ export function resolveConfig(c: RaftConfig): ResolvedConfig {
       'leaderLease requires checkQuorum (followers must refuse votes while in lease)',
     );
   }
+  // A node that uses its lease keeps the promise too: it is a follower of other leaders in other terms.
+  const leasePromise = leaderLease || (c.leasePromise ?? false);
+  if (leasePromise && !checkQuorum) {
+    throw new RaftConfigError(
+      'leasePromise requires checkQuorum (followers must refuse votes while in lease)',
+    );
+  }
   const clockDriftBound = c.clockDriftBound ?? DEFAULTS.clockDriftBound;
   if (!(clockDriftBound >= 0 && clockDriftBound < 0.5)) {
     throw new RaftConfigError(`clockDriftBound must be a number in [0, 0.5), got ${clockDriftBound}`);
@@ -110,6 +118,7 @@ export function resolveConfig(c: RaftConfig): ResolvedConfig {
     preVote: c.preVote ?? DEFAULTS.preVote,
     checkQuorum,
     leaderLease,
+    leasePromise,
     clockDriftBound,
     leaseMarginTicks,
     maxInflightMessages: positiveInt(

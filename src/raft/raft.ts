@@ -204,13 +204,13 @@ export class Raft {
 
   /**
    * True while this node believes a leader is alive: it heard from one within the last election
-   * timeout (or, with leaderLease, it started less than an election timeout ago and may have promised
+   * timeout (or, with leasePromise, it started less than an election timeout ago and may have promised
    * a lease before it restarted). Such a node refuses non-transfer (pre-)votes.
    */
   inLease(): boolean {
     if (!this.cfg.checkQuorum || this.electionElapsed >= this.cfg.electionTicks) return false;
     if (this.lead !== NONE) return true;
-    return this.cfg.leaderLease && this.tickCount < this.cfg.electionTicks;
+    return this.cfg.leasePromise && this.tickCount < this.cfg.electionTicks;
   }
 
   /**
@@ -233,14 +233,22 @@ export class Raft {
   // Elections
   // ---------------------------------------------------------------------------------------------
 
+  private soleVoter(): boolean {
+    const v = this.tracker.voters;
+    return v.size === 1 && v.has(this.id);
+  }
+
   /** Only voters can become leader; learners and removed nodes never campaign. */
   promotable(): boolean {
     return this.tracker.voters.has(this.id);
   }
 
-  /** campaign() from the API: ignored where it could break a lease the leader relies on. */
+  /**
+   * campaign() from the API: ignored where it could break a lease the leader relies on. A node that is the only
+   * voter of its configuration promised no one else a lease (any other leader's configuration would be in its log).
+   */
   campaignRequested(): void {
-    if (this.cfg.leaderLease && this.inLease()) return;
+    if (this.cfg.leasePromise && this.inLease() && !this.soleVoter()) return;
     this.hup(this.cfg.preVote ? 'preElection' : 'election');
   }
 

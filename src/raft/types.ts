@@ -233,6 +233,13 @@ export interface RaftConfig {
    */
   leaderLease?: boolean;
   /**
+   * Keep the followers' side of leader leases even when this node does not use its own: refuse votes and ignore
+   * campaign() for an election timeout after it starts (it may have acknowledged a leader's lease before it
+   * restarted), besides check-quorum's stickiness. Lets a leader rely on its lease whatever flags the other members
+   * run with (decision 0009). Default: leaderLease. Requires checkQuorum.
+   */
+  leasePromise?: boolean;
+  /**
    * The documented bound ε on tick-clock error: every member's tick period stays within (1 ± ε) × its
    * nominal length (so two members' rates differ by at most (1 + ε) / (1 − ε)). The default lease margin
    * is derived from it. Default 0.1; must be in [0, 0.5).

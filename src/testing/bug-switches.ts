@@ -67,6 +67,10 @@
  *   slow believes its lease after a follower with a fast clock could vote for another.
  * - `leader-lease-clock-blind` (decision 0009): `FloeNode.holdsLeaderLease` trusts the core's tick count alone: ticks
  *   not delivered yet (a stopped process, a blocked event loop) and a suspend the wall clock shows are not taken off.
+ * - `lease-promise-opt-in` (decision 0009, stop 34): only a member started with `leaderLease` keeps the followers' side of
+ *   leases (refusing votes for an election timeout after it starts, delivering overdue ticks before a message), so in
+ *   a cluster where some members run without the flag (a rolling enable) a restarted or stopped member votes for
+ *   another candidate while the leader still serves from its lease.
  */
 export const BUG_SWITCHES = [
   'client-two-generators',
@@ -95,6 +99,7 @@ export const BUG_SWITCHES = [
   'removed-verdict-ignored',
   'leader-lease-margin-fifth',
   'leader-lease-clock-blind',
+  'lease-promise-opt-in',
 ] as const;
 export type BugSwitch = (typeof BUG_SWITCHES)[number];
 
