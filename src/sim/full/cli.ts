@@ -24,6 +24,8 @@
 //                      client hosts in PID namespaces of their own in half of them; default drawn (about 1 seed in 6)
 //   --leader-lease on|off|drawn   every node runs `floe serve --leader-lease` (strict INCR served from the Raft
 //                      leader lease, decision 0009); default drawn (half the seeds with sequence clients)
+//   --lease-rolling on|off|drawn   in leader-lease seeds, 1 to nodes - 1 members run without the flag (a rolling
+//                      enable); default drawn (half the leader-lease seeds)
 //   --bug NAME         re-introduce a known bug (repeatable; test-only switches, see docs/simulator-full.md)
 //   --workarounds none|A,B   harness workarounds for open findings (default: all of them, see docs)
 //   --jobs J           run seeds in J child processes (default 1)
@@ -57,7 +59,7 @@ interface Cli {
 const USAGE = `usage: npm run sim:full -- [--seeds N] [--start S] [--seed S] [--profile P] [--nodes N]
          [--clients N] [--kv-clients N] [--seq-clients N] [--snowflake-clients N]
          [--resp-lease-clients N] [--seconds S] [--heal-seconds S]
-         [--storage durable|memory] [--eio-restart reboot|process] [--peer-transport sim|production|drawn] [--hostile drawn|none|peer|resp|both] [--defaults on|off|drawn] [--leader-lease on|off|drawn] [--bug NAME]...
+         [--storage durable|memory] [--eio-restart reboot|process] [--peer-transport sim|production|drawn] [--hostile drawn|none|peer|resp|both] [--defaults on|off|drawn] [--leader-lease on|off|drawn] [--lease-rolling on|off|drawn] [--bug NAME]...
          [--workarounds none|LIST] [--jobs J] [--tail N]
          [--verbose] [--json]
 profiles:
@@ -94,6 +96,7 @@ function parse(argv: string[]): Cli {
       hostile: { type: 'string' },
       defaults: { type: 'string' },
       'leader-lease': { type: 'string' },
+      'lease-rolling': { type: 'string' },
       bug: { type: 'string', multiple: true },
       workarounds: { type: 'string' },
       jobs: { type: 'string' },
@@ -136,6 +139,10 @@ function parse(argv: string[]): Cli {
   if (leaderLease !== 'on' && leaderLease !== 'off' && leaderLease !== 'drawn') {
     throw new UsageError(`--leader-lease must be on, off or drawn, got "${leaderLease}"`);
   }
+  const leaseRolling = values['lease-rolling'] ?? 'drawn';
+  if (leaseRolling !== 'on' && leaseRolling !== 'off' && leaseRolling !== 'drawn') {
+    throw new UsageError(`--lease-rolling must be on, off or drawn, got "${leaseRolling}"`);
+  }
   const defaults = values.defaults ?? 'drawn';
   if (defaults !== 'on' && defaults !== 'off' && defaults !== 'drawn') {
     throw new UsageError(`--defaults must be on, off or drawn, got "${defaults}"`);
@@ -171,6 +178,7 @@ function parse(argv: string[]): Cli {
   keep('hostile', hostile, 'drawn');
   keep('defaults', defaults, 'drawn');
   keep('leader-lease', leaderLease, 'drawn');
+  keep('lease-rolling', leaseRolling, 'drawn');
   for (const b of values.bug ?? []) replayArgs.push('--bug', b);
   keep('workarounds', values.workarounds);
   const workarounds =
@@ -205,6 +213,7 @@ function parse(argv: string[]): Cli {
       ...hostileOverrides,
       ...(defaults === 'drawn' ? {} : { defaults }),
       ...(leaderLease === 'drawn' ? {} : { leaderLease: leaderLease === 'on' }),
+      ...(leaseRolling === 'drawn' ? {} : { leaseRolling: leaseRolling === 'on' }),
       bugs: values.bug ?? [],
       ...(workarounds === undefined ? {} : { workarounds }),
     },

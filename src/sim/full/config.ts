@@ -517,6 +517,14 @@ export interface SimConfig {
    */
   leaderLease?: boolean;
   /**
+   * A rolling enable of `--leader-lease` (decision 0009, stop 34): these members of the initial cluster run without
+   * the flag, the others with it. Drawn in half the leader-lease seeds, from a stream of its own
+   * (`config-late9-rolling`); each draws 1 to nodes − 1 members. The flagless members neither use a lease nor need
+   * to: they keep the followers' side of every leader's lease all the same (the switch `lease-promise-opt-in` takes
+   * that away). Members added later run with the flag.
+   */
+  leaseRolling?: number[];
+  /**
    * Tests only (never drawn): how the membership fault removes a voter. `failedFirst`: the order before FS-20's
    * harness fix (a member that failed otherwise before one with corrupt data); `force`: `removeMember(id, { force:
    * true })`, skipping the node's strict reconfiguration check. Absent: corrupt data first, the check on.
@@ -553,6 +561,8 @@ export interface ConfigOverrides {
   machineMonotonic?: boolean;
   /** Force `--leader-lease` on every node (true) or off (false); absent: drawn (`drawLeaderLease`). */
   leaderLease?: boolean;
+  /** Force a rolling enable (some members without `--leader-lease`) on or off in leader-lease seeds; absent: drawn. */
+  leaseRolling?: boolean;
   /** Tests only: the membership fault's removal policy (SimConfig.removal); absent: the default. */
   removal?: { failedFirst?: boolean; force?: boolean };
 }
@@ -809,6 +819,10 @@ export function drawConfig(seed: number, profileName: string, o: ConfigOverrides
   const out = drawProductionDefaults(seed, o, p.coarseLeases ? drawCoarse(seed, p, cfg) : cfg);
   if (o.machineMonotonic ?? drawMachineMonotonic(seed)) out.machineMonotonic = true;
   if (o.leaderLease ?? drawLeaderLease(seed, out)) out.leaderLease = true;
+  if (out.leaderLease) {
+    const rolling = drawLeaseRolling(seed, out.nodes, o.leaseRolling);
+    if (rolling) out.leaseRolling = rolling;
+  }
   if (o.removal) out.removal = { ...o.removal };
   return out;
 }
@@ -875,6 +889,21 @@ function drawProductionDefaults(seed: number, o: ConfigOverrides, cfg: SimConfig
  */
 export function drawLeaderLease(seed: number, cfg: SimConfig): boolean {
   return cfg.seq.clients > 0 && new Prng(seed).fork('config-late8-lease').chance(1 / 2);
+}
+
+/**
+ * A rolling enable of `--leader-lease` (`SimConfig.leaseRolling`): in half the leader-lease seeds (`force` decides
+ * when given), 1 to nodes − 1 of the initial members (ids 1..nodes) run without the flag. Stream `config-late9-rolling`.
+ */
+export function drawLeaseRolling(seed: number, nodes: number, force?: boolean): number[] | undefined {
+  const r = new Prng(seed).fork('config-late9-rolling');
+  const drawn = r.chance(1 / 2);
+  const ids = Array.from({ length: nodes }, (_, i) => i + 1);
+  const without = r.range(1, Math.max(1, nodes - 1));
+  const off: number[] = [];
+  while (off.length < without && ids.length > 1) off.push(ids.splice(r.int(ids.length), 1)[0]!);
+  if (!(force ?? drawn) || nodes < 2) return undefined;
+  return off.sort((a, b) => a - b);
 }
 
 /**

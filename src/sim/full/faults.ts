@@ -104,6 +104,8 @@ export class FaultDirector {
   private looping = false;
   /** The crash loops' own stream: seeds of other profiles never draw from it. */
   private readonly restartRng: Prng;
+  /** Draws of the rolling-enable seeds' own fault (`rollingRestart`). */
+  private readonly rollingRng: Prng;
   /** Link stalls' own stream (`linkStall`): seeds without them never draw from it. */
   private readonly stallRng: Prng;
   /** Power loss mid-write's own stream (`nodePowerLossMidWrite`). */
@@ -130,6 +132,7 @@ export class FaultDirector {
     this.leaseRng = c.world.rng('faults-lease');
     this.respLeaseRng = c.world.rng('faults-resp-lease');
     this.restartRng = c.world.rng('faults-restarts');
+    this.rollingRng = c.world.rng('faults-rolling');
     this.stallRng = c.world.rng('faults-stall');
     this.midWriteRng = c.world.rng('faults-midwrite');
     this.decommissionRng = c.world.rng('faults-decommission');
@@ -319,6 +322,15 @@ export class FaultDirector {
       case 'nodeCrash':
       case 'nodePowerLoss': {
         if (!this.canImpair()) return false;
+        // In a rolling enable of --leader-lease, half the crashes (a stream of their own) restart a follower without
+        // the flag where it matters (decision 0009, stop 34). Other seeds draw nothing from that stream.
+        if (
+          kind === 'nodeCrash' &&
+          c.cfg.leaseRolling &&
+          this.rollingRng.chance(1 / 2) &&
+          this.rollingRestart()
+        )
+          return true;
         const h = pickMaybe(rng, this.healthyNodes());
         if (!h) return false;
         if (kind === 'nodeCrash') h.crash('process');
@@ -1116,6 +1128,63 @@ export class FaultDirector {
           });
         });
         this.later(resetUs + bootUs + cutUs, 'cut-off-heal', healCut);
+      });
+    });
+    return true;
+  }
+
+  /**
+   * A rolling enable's hazard (decision 0009): the leader L runs with --leader-lease, a follower F without it, and
+   * another voter C has been cut off from L for an election timeout or more, so C campaigns while F's
+   * acknowledgements keep L's lease alive. Then F's process crashes and restarts within L's lease, cut off from L
+   * too (L's heartbeats would otherwise tell the new process of a leader at once): a restarted F that does not keep
+   * the promise its previous process made votes for C at once, and C serves strict values while L still serves from
+   * its lease. Clients reach everyone throughout. Healed 0.2-1.5 s after F restarts.
+   */
+  private rollingRestart(): boolean {
+    const lead = this.leader();
+    if (!lead?.node || !lead.leaderLease || !this.healthyNodes().includes(lead)) return false;
+    const voters = new Set(lead.node.status().conf.voters);
+    const followers = this.healthyNodes().filter((h) => h !== lead && voters.has(h.id));
+    const flagless = followers.filter((h) => !h.leaderLease);
+    if (flagless.length === 0 || followers.length < 2) return false;
+    const f = this.rollingRng.pick(flagless);
+    const cand = this.rollingRng.pick(followers.filter((h) => h !== f));
+    const l = lead.id;
+    this.c.net.setBlocked([
+      [l, cand.id],
+      [cand.id, l],
+    ]);
+    const epoch = ++this.partitionEpoch;
+    this.trace(
+      `rolling enable: n${l} (leader, --leader-lease) cut off from n${cand.id}; n${f.id} runs without the flag`,
+    );
+    const electionUs = this.c.cfg.node.tickMs * this.c.cfg.node.electionTicks * 1000;
+    const tickUs = this.c.cfg.node.tickMs * 1000;
+    this.later(electionUs + this.rollingRng.range(0, electionUs), 'rolling-crash', () => {
+      if (
+        epoch !== this.partitionEpoch ||
+        !f.up ||
+        f.proc?.paused ||
+        f.machine.clock.suspended ||
+        !this.canImpair()
+      )
+        return;
+      this.c.net.setBlocked([
+        [l, cand.id],
+        [cand.id, l],
+        [l, f.id],
+        [f.id, l],
+      ]);
+      this.trace(`n${f.id} crashes and restarts at once, cut off from n${l} too`);
+      f.crash('process');
+      this.later(this.rollingRng.range(1, 3 * tickUs), 'restart-node', () => {
+        f.boot();
+        this.later(this.rollingRng.range(200, 1500) * 1000, 'heal-partition', () => {
+          if (epoch !== this.partitionEpoch) return;
+          this.c.net.setBlocked([]);
+          this.trace('partition healed');
+        });
       });
     });
     return true;

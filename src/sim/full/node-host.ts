@@ -67,6 +67,8 @@ export interface NodeSettings {
   machineMonotonic?: boolean;
   /** `floe serve --leader-lease`: the core's leader lease, and strict sequence values served from it. */
   leaderLease?: boolean;
+  /** Members that run without `--leader-lease` although `leaderLease` is set (a rolling enable). */
+  leaderLeaseOff?: readonly number[];
 }
 
 export type NodeState = 'down' | 'booting' | 'up' | 'halted' | 'failed';
@@ -192,6 +194,12 @@ export class NodeHost {
     return this.member.httpAddr as string;
   }
 
+  /** Runs with `--leader-lease` (a member listed in `leaderLeaseOff` runs without it: a rolling enable). */
+  get leaderLease(): boolean {
+    const s = this.settings;
+    return s.leaderLease === true && !(s.leaderLeaseOff ?? []).includes(this.id);
+  }
+
   get up(): boolean {
     return this.state === 'up';
   }
@@ -280,7 +288,7 @@ export class NodeHost {
       snapshotEvery: s.snapshotEvery,
       ...(s.production ? {} : { heartbeatTicks: s.heartbeatTicks, proposalTimeoutMs: s.proposalTimeoutMs }),
       random: rng.asRandomInt(),
-      ...(s.leaderLease ? { leaderLease: true } : {}),
+      ...(this.leaderLease ? { leaderLease: true } : {}),
       // From a stream of its own (the node's randomness keeps its draws): the ReadIndex contexts' incarnation.
       incarnation: incarnationBytes(w.rng(`node-incarnation-${this.id}-${this.incarnation}`), 8),
       clock: { monotonicMs: () => proc.monoMs(), wallMs: () => proc.wallMs() },
@@ -364,7 +372,7 @@ export class NodeHost {
     const sequences = !s.sequences
       ? undefined
       : new SequenceService({
-          node: sequenceNodeOf(n, { leaderLease: s.leaderLease === true }),
+          node: sequenceNodeOf(n, { leaderLease: this.leaderLease }),
           state: sm.sequences,
           owner: `node-${this.id}`,
           monotonic: () => proc.monoMs(),

@@ -279,6 +279,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
   if (cfg.snowflake.clients > 0) cfg.node.snowflakes = { cache: cfg.snowflake.cache };
   if (cfg.machineMonotonic) cfg.node.machineMonotonic = true;
   if (cfg.leaderLease) cfg.node.leaderLease = true;
+  if (cfg.leaseRolling) cfg.node.leaderLeaseOff = cfg.leaseRolling;
   const trace = new Trace(o.traceTail ?? 80, o.verbose);
   const w = new RunWorld(o.seed, trace, o.bugs ?? [], o.verbose);
   const sched = w.sched;
@@ -292,7 +293,12 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
     );
   }
 
-  if (cfg.leaderLease)
+  if (cfg.leaseRolling)
+    w.trace(
+      `leader lease, rolling enable: ${cfg.leaseRolling.map((id) => `n${id}`).join(', ')} run without --leader-lease, ` +
+        'the others with it',
+    );
+  else if (cfg.leaderLease)
     w.trace('leader lease: every node runs --leader-lease (strict values served from the lease)');
   const onProcessError = (err: unknown) => w.fail('process-crash', `uncaught: ${errText(err)}`);
   const switchBugsOff = switchBugsOn(o.bugs ?? []);
