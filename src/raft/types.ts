@@ -226,10 +226,9 @@ export interface RaftConfig {
   /** Check-quorum: a leader that has not heard from a majority in an election timeout steps down. Default true. */
   checkQuorum?: boolean;
   /**
-   * Leader-lease bookkeeping for lease-based reads (requires checkQuorum). Default false.
-   * Every member of a cluster must use the same setting: with it on, a member refuses votes and ignores
-   * campaign() for an election timeout after it starts and while it has heard from a leader within the
-   * last election timeout (see docs/decisions/0001-raft-core.md).
+   * Leader-lease bookkeeping for lease-based reads (requires checkQuorum). Default false. Implies
+   * `leasePromise`. Every other voter must keep the promise (`leasePromise`) for this node's lease to hold
+   * (see docs/decisions/0001-raft-core.md).
    */
   leaderLease?: boolean;
   /**
