@@ -30,7 +30,10 @@ function network(): TestNetwork {
 const is = (m: Message, from: number, to: number) => m.from === from && m.to === to;
 
 describe('lease promise vs a higher-term message that is not a vote (review of decision 0009)', () => {
-  it('a follower that acknowledged the leased leader and then steps a stale higher-term pre-vote rejection does not help elect another leader inside that lease', () => {
+  it.each([
+    ['the vote request first', false],
+    ['the rejection first, then the vote request of that same term (stop 34: votes of its own term)', true],
+  ])('a follower that acknowledged the leased leader and then steps a stale higher-term pre-vote rejection does not help elect another leader inside that lease (%s)', (_order, reversed) => {
     const net = network();
     net.tick(E); // node 1 (timeout E) elects itself at tick 10
     expect(net.leader()).toBe(1);
@@ -57,7 +60,9 @@ describe('lease promise vs a higher-term message that is not a vote (review of d
     expect(net.node(2).status()).toMatchObject({ lead: 1, term: t });
 
     // The stalled link delivers: the vote request is ignored (node 2 is in lease), the stale rejection is stepped.
-    for (const m of held) net.node(2).step(m);
+    for (const m of reversed ? [...held].reverse() : held) net.node(2).step(m);
+    // Either way node 2 refuses node 3's vote of term t+1 (reversed, it answers with a rejection of its own term).
+    expect(net.node(2).status()).toMatchObject({ term: t + 1, vote: 0 });
     // Node 2's answers to node 1 are lost from now on (node 1 keeps counting the acknowledgement of tick 42).
     net.dropIf = (m) => is(m, 2, 1);
     let other: number | undefined;

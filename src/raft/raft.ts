@@ -59,6 +59,11 @@ export class Raft {
 
   /** Logical clock: ticks since this node started. */
   tickCount = 0;
+  /**
+   * The tick at which this node last stepped a message from the leader of its term (append, heartbeat, snapshot):
+   * with leasePromise it refuses votes until E ticks after it, whatever happens to its term meanwhile.
+   */
+  private leaderHeardTick = Number.NEGATIVE_INFINITY;
   private electionElapsed = 0;
   private heartbeatElapsed = 0;
   private randomizedElectionTimeout = 0;
@@ -208,9 +213,20 @@ export class Raft {
    * a lease before it restarted). Such a node refuses non-transfer (pre-)votes.
    */
   inLease(): boolean {
-    if (!this.cfg.checkQuorum || this.electionElapsed >= this.cfg.electionTicks) return false;
-    if (this.lead !== NONE) return true;
-    return this.cfg.leasePromise && this.tickCount < this.cfg.electionTicks;
+    if (!this.cfg.checkQuorum) return false;
+    if (this.lead !== NONE && this.electionElapsed < this.cfg.electionTicks) return true;
+    return this.promiseHolds();
+  }
+
+  /**
+   * leasePromise: this node may have acknowledged a leader's message less than an election timeout ago (it stepped
+   * one, or it started less than one ago and a previous process may have). Kept as a tick deadline, not in `lead`:
+   * a newer term learnt from any other message (a stale vote rejection, a late response) clears `lead` but not
+   * the promise (review of decision 0009, stop 34).
+   */
+  private promiseHolds(): boolean {
+    if (!this.cfg.leasePromise) return false;
+    return this.tickCount < Math.max(0, this.leaderHeardTick) + this.cfg.electionTicks;
   }
 
   /**
@@ -316,6 +332,12 @@ export class Raft {
 
   private handleVoteRequest(m: VoteRequest): void {
     const respType = m.type === 'vote' ? 'voteResp' : 'preVoteResp';
+    // A request of our own term that did not pass step()'s lease check: a term learnt without a leader (a stale
+    // rejection) leaves us free to vote in it, but not inside a promise (a repeated request of a candidate of it).
+    if (!m.transfer && this.vote !== m.from && this.promiseHolds()) {
+      this.send<VoteResponse>({ type: respType, from: this.id, to: m.from, term: this.term, reject: true });
+      return;
+    }
     const canVote =
       this.vote === m.from ||
       (this.vote === NONE && this.lead === NONE) ||
@@ -389,6 +411,9 @@ export class Raft {
       this.handleVoteRequest(m);
       return;
     }
+    // The leader of this term (a higher one made us its follower above): the promise runs from now.
+    if ((m.type === 'app' || m.type === 'heartbeat' || m.type === 'snap') && this.role !== 'leader')
+      this.leaderHeardTick = this.tickCount;
     switch (this.role) {
       case 'leader':
         this.stepLeader(m);
