@@ -233,12 +233,10 @@ describe('the full-stack simulator finds re-introduced bugs', () => {
   it('harness: a removed machine started again by mistake while its machine was suspended boots after the heal, and stops told by a member', {
     timeout: 120_000,
   }, async () => {
-    // The stop-32 sweep (nodes 200000-202817) failed these two `removed-lingers`: the heal cancelled the suspended
-    // machine's resume and then booted the removed node on it, which stayed `booting` for ever.
-    for (const { seed, node } of [
-      { seed: 200405, node: 5 },
-      { seed: 200663, node: 1 },
-    ]) {
+    // The stop-32 sweep (nodes 200000-202817) failed two seeds `removed-lingers`: the heal cancelled the suspended
+    // machine's resume and then booted the removed node on it, which stayed `booting` for ever. Since stop 34's lease
+    // promise only 200663 still runs it (200405 removes n3, on a running machine; nodes 200000-201099 searched).
+    for (const { seed, node } of [{ seed: 200663, node: 1 }]) {
       const lines: string[] = [];
       const r = await runFullSim({ seed, profile: 'nodes', verbose: (l) => lines.push(l) });
       expect(r.failure).toBeUndefined();
@@ -274,7 +272,7 @@ describe('the leader lease (--leader-lease, decision 0009)', () => {
   it('a leader that trusts its tick count alone after a suspend answers below its successor (sequence-order)', {
     timeout: 300_000,
   }, async () => {
-    const opts = { profile: 'nodes' as const, seqClients: 6, leaderLease: true };
+    const opts = { profile: 'nodes' as const, seqClients: 6, leaderLease: true, leaseRolling: false };
     const f = await firstFailure({ ...opts, bugs: ['leader-lease-clock-blind'] }, 3, 29);
     expect(f?.seed).toBe(30);
     expect(f?.kind).toBe('sequence-order');
