@@ -288,7 +288,10 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     for (const m of this.members.all()) if (m.id !== this.id) this.transport.addPeer(m.id, m.peerAddr);
   }
 
-  /** Starts ticking. A single-voter cluster elects itself at once. */
+  /**
+   * Starts ticking. Every member, a single voter too, first waits out the lease promise a previous process may have
+   * made (one election timeout; decision 0009): the election timer then elects a single voter at once.
+   */
   start(): void {
     // A node stopped before it started (told it was removed while the process was still starting, FS-23) stays so.
     if (this.ticker !== undefined || this.stoppedReason) return;
@@ -298,8 +301,6 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     this.prevCheckWall = this.lastTickWall;
     this.lastLockCheckAt = this.lastTickAt;
     this.ticker = this.timers.setInterval(() => this.onTimer(), this.opts.tickMs);
-    const voters = this.conf.voters;
-    if (voters.length === 1 && voters[0] === this.id) this.raw.campaign();
     this.kick();
   }
 

@@ -249,22 +249,18 @@ export class Raft {
   // Elections
   // ---------------------------------------------------------------------------------------------
 
-  private soleVoter(): boolean {
-    const v = this.tracker.voters;
-    return v.size === 1 && v.has(this.id);
-  }
-
   /** Only voters can become leader; learners and removed nodes never campaign. */
   promotable(): boolean {
     return this.tracker.voters.has(this.id);
   }
 
   /**
-   * campaign() from the API: ignored where it could break a lease the leader relies on. A node that is the only
-   * voter of its configuration promised no one else a lease (any other leader's configuration would be in its log).
+   * campaign() from the API: ignored where it could break a lease the leader relies on. A sole voter too: a leader of
+   * {X, L} that removed itself may count X's acknowledgements until it applies its removal, which X, restarted with
+   * {X}, may have applied first (review 2 of stop 34).
    */
   campaignRequested(): void {
-    if (this.cfg.leasePromise && this.inLease() && !this.soleVoter()) return;
+    if (this.cfg.leasePromise && this.inLease()) return;
     this.hup(this.cfg.preVote ? 'preElection' : 'election');
   }
 

@@ -238,6 +238,7 @@ export interface RaftConfig {
    * run with (decision 0009). Default: leaderLease. Requires checkQuorum.
    */
   leasePromise?: boolean;
+
   /**
    * The documented bound ε on tick-clock error: every member's tick period stays within (1 ± ε) × its
    * nominal length (so two members' rates differ by at most (1 + ε) / (1 − ε)). The default lease margin
