@@ -211,6 +211,8 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
   private readonly leaderLease: boolean;
   /** The leader serves from its lease only once it applied this index (its term's no-op, or later). */
   private leaseAppliedFloor = Number.POSITIVE_INFINITY;
+  /** This process proposed its own removal: it never serves from a lease again (review 2 of stop 34). */
+  private proposedOwnRemoval = false;
   /** Monotonic ms of the last storage lock check (NodeStorage.checkLock), and whether one is running. */
   private lastLockCheckAt = 0;
   private lockChecking = false;
@@ -277,6 +279,9 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
         // `leaderLease` may then rely on its lease whatever flags the other members run with (decision 0009).
         // Test-only ('lease-promise-opt-in'): only members with the flag keep it, as before.
         leasePromise: !bugOn('lease-promise-opt-in') || this.leaderLease,
+        // A sole voter elects itself at start: this node stops relying on its lease once it proposes its own removal
+        // (proposedOwnRemoval), so no leader of another configuration still counts on the sole voter's promise.
+        soleVoterSkipsPromise: true,
         // Test-only: issue 9 item 5's old margin, instead of the one derived from the drift bound.
         ...(bugOn('leader-lease-margin-fifth')
           ? { leaseMarginTicks: Math.floor(this.opts.electionTicks / 5) }
@@ -288,10 +293,7 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     for (const m of this.members.all()) if (m.id !== this.id) this.transport.addPeer(m.id, m.peerAddr);
   }
 
-  /**
-   * Starts ticking. Every member, a single voter too, first waits out the lease promise a previous process may have
-   * made (one election timeout; decision 0009): the election timer then elects a single voter at once.
-   */
+  /** Starts ticking. A single-voter cluster elects itself at once. */
   start(): void {
     // A node stopped before it started (told it was removed while the process was still starting, FS-23) stays so.
     if (this.ticker !== undefined || this.stoppedReason) return;
@@ -301,6 +303,8 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     this.prevCheckWall = this.lastTickWall;
     this.lastLockCheckAt = this.lastTickAt;
     this.ticker = this.timers.setInterval(() => this.onTimer(), this.opts.tickMs);
+    const voters = this.conf.voters;
+    if (voters.length === 1 && voters[0] === this.id) this.raw.campaign();
     this.kick();
   }
 
@@ -640,6 +644,9 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
     for (let retries = 0; ; retries++) {
       if (!force) await this.whenSafeToRemove(id);
       if (id === this.id && !bugOn('leader-self-removal')) await this.handOverBeforeLeaving();
+      // From here the removal may commit and reach the member that stays before this node applies it; that member may
+      // then restart as the sole voter and elect itself at once (soleVoterSkipsPromise): no more leases here.
+      if (id === this.id) this.proposedOwnRemoval = true;
       try {
         return await this.proposeConf(cc);
       } catch (err) {
@@ -1057,7 +1064,8 @@ export class FloeNode<R = unknown> extends EventEmitter<NodeEvents> implements T
    * machine suspended: the wall clock shows it) and one more are taken off it. Cheap: no status object.
    */
   holdsLeaderLease(term: number): boolean {
-    if (this.stoppedReason || this.ticker === undefined || this.role !== 'leader') return false;
+    if (this.stoppedReason || this.ticker === undefined || this.role !== 'leader' || this.proposedOwnRemoval)
+      return false;
     if (this.raw.term !== term || this.raw.role !== 'leader') return false;
     if (this.ticksDone < this.leaseVoidUntilTick && !bugOn('leader-lease-clock-blind')) return false;
     if (this.applied < this.leaseAppliedFloor || term !== this.roleTerm) return false;

@@ -12,6 +12,7 @@ export interface ResolvedConfig {
   checkQuorum: boolean;
   leaderLease: boolean;
   leasePromise: boolean;
+  soleVoterSkipsPromise: boolean;
   clockDriftBound: number;
   leaseMarginTicks: number;
   maxInflightMessages: number;
@@ -119,6 +120,7 @@ export function resolveConfig(c: RaftConfig): ResolvedConfig {
     checkQuorum,
     leaderLease,
     leasePromise,
+    soleVoterSkipsPromise: c.soleVoterSkipsPromise ?? false,
     clockDriftBound,
     leaseMarginTicks,
     maxInflightMessages: positiveInt(

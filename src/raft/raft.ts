@@ -249,18 +249,25 @@ export class Raft {
   // Elections
   // ---------------------------------------------------------------------------------------------
 
+  private soleVoter(): boolean {
+    const v = this.tracker.voters;
+    return v.size === 1 && v.has(this.id);
+  }
+
   /** Only voters can become leader; learners and removed nodes never campaign. */
   promotable(): boolean {
     return this.tracker.voters.has(this.id);
   }
 
   /**
-   * campaign() from the API: ignored where it could break a lease the leader relies on. A sole voter too: a leader of
-   * {X, L} that removed itself may count X's acknowledgements until it applies its removal, which X, restarted with
-   * {X}, may have applied first (review 2 of stop 34).
+   * campaign() from the API: ignored where it could break a lease the leader relies on. A sole voter too, unless the
+   * caller vouches that its leaders stop relying on their lease once they propose their own removal
+   * (`soleVoterSkipsPromise`): a leader of {X, L} removing itself may count X's acknowledgements until it applies its
+   * removal, which X, restarted with {X}, may have applied first (review 2 of stop 34).
    */
   campaignRequested(): void {
-    if (this.cfg.leasePromise && this.inLease()) return;
+    if (this.cfg.leasePromise && this.inLease() && !(this.cfg.soleVoterSkipsPromise && this.soleVoter()))
+      return;
     this.hup(this.cfg.preVote ? 'preElection' : 'election');
   }
 

@@ -238,6 +238,13 @@ export interface RaftConfig {
    * run with (decision 0009). Default: leaderLease. Requires checkQuorum.
    */
   leasePromise?: boolean;
+  /**
+   * With leasePromise: campaign() on the sole voter of its configuration is not held back by the promise. Only for
+   * callers whose leaders stop relying on their lease once they propose their own removal (FloeNode): otherwise a
+   * leader of {X, L} removing itself may count X's acknowledgements until it applies the removal, which X, restarted
+   * with {X}, may have applied first (review 2 of stop 34). Default false.
+   */
+  soleVoterSkipsPromise?: boolean;
 
   /**
    * The documented bound ε on tick-clock error: every member's tick period stays within (1 ± ε) × its
