@@ -112,7 +112,7 @@ describe('a single voter, and a leader leaving (review 2 of stop 34)', () => {
   // removal: the member that stays may learn the commit before the leader applies it, restart with {itself} and elect
   // itself at once. The switch skips the hand-over, so the proposal goes out while the lease holds.
   it('a leader that proposes its own removal serves from its lease no more', async () => {
-    const { n, vt } = await leader();
+    const { n } = await leader();
     const off = switchBugsOn(['leader-self-removal']);
     try {
       expect(n.holdsLeaderLease(n.currentTerm)).toBe(true);
