@@ -176,23 +176,30 @@ async function startRedis(appendonly: boolean): Promise<{ port: number; proc: Ch
   throw new Error('redis-server did not start');
 }
 
-/** Starts one of the Node.js ceiling servers of bench/peers/ (this script's own tsx loader) and waits for `ready`. */
-async function startPeer(file: string): Promise<{ port: number; proc: ChildProcess }> {
+/**
+ * Starts one of the Node.js ceiling servers of bench/peers/ (this script's own tsx loader), in `workers` processes
+ * sharing its port, and waits for `ready <pid>...` (the PIDs whose CPU counts).
+ */
+async function startPeer(
+  file: string,
+  workers = 1,
+): Promise<{ port: number; proc: ChildProcess; pids: number[] }> {
   const port = await freePort();
   const proc = spawn(
     process.execPath,
-    ['--import', 'tsx', join(import.meta.dirname, 'peers', file), String(port)],
+    ['--import', 'tsx', join(import.meta.dirname, 'peers', file), String(port), String(workers)],
     {
       stdio: ['ignore', 'pipe', 'inherit'],
     },
   );
-  await new Promise<void>((resolve, reject) => {
+  const pids = await new Promise<number[]>((resolve, reject) => {
     proc.once('exit', (code) => reject(new Error(`${file} exited with ${code}`)));
     proc.stdout!.on('data', (d) => {
-      if (String(d).includes('ready')) resolve();
+      const m = /ready((?: \d+)+)/.exec(String(d));
+      if (m) resolve(m[1]!.trim().split(' ').map(Number));
     });
   });
-  return { port, proc };
+  return { port, proc, pids };
 }
 
 function table(rows: string[][]): void {
@@ -243,19 +250,22 @@ async function incrSection(
   const redisNo = await startRedis(false);
   const redisAof = await startRedis(true);
   const ceiling = await startPeer('node-incr-server.ts');
+  // The same server in one process per core: what Node.js reaches here when the server may use every core.
+  const ceilingAll = await startPeer('node-incr-server.ts', cpus().length);
   const leaderPid = cluster.node(leader).pid;
   const followerPids = cluster.nodes.filter((n) => n.spec.id !== leader).map((n) => n.pid);
   try {
     for (const p of PIPELINES) {
       if (WARMUP > 0) {
         // Unmeasured: the Node.js servers reach optimized code (JIT) first, as a long-running server has.
-        for (const port of [redisNo.port, redisAof.port, ceiling.port, portOf(leader)])
+        for (const port of [redisNo.port, redisAof.port, ceiling.port, ceilingAll.port, portOf(leader)])
           await rate(port, p, undefined, WARMUP);
         if (leased) await rate(leasedPort, p, undefined, WARMUP);
       }
       const rNo = await measured([redisNo.proc.pid], () => rate(redisNo.port, p), N);
       const rAof = await measured([redisAof.proc.pid], () => rate(redisAof.port, p), N);
-      const floor = await measured([ceiling.proc.pid], () => rate(ceiling.port, p), N);
+      const floor = await measured(ceiling.pids, () => rate(ceiling.port, p), N);
+      const floorAll = await measured(ceilingAll.pids, () => rate(ceilingAll.port, p), N);
       const followersBefore = followerPids.map(cpuMs);
       const strict = await measured([leaderPid], () => rate(portOf(leader), p), N);
       const followersCpu = cpuPerReq(followersBefore, followerPids.map(cpuMs), N);
@@ -268,6 +278,14 @@ async function incrSection(
         `${(floor.rate / rNo.rate).toFixed(2)}x`,
         `${(floor.rate / rAof.rate).toFixed(2)}x`,
         floor.cpu,
+      ]);
+      rows.push([
+        `Node.js ceiling, ${ceilingAll.pids.length} processes (node:cluster)`,
+        String(p),
+        fmt(floorAll.rate),
+        `${(floorAll.rate / rNo.rate).toFixed(2)}x`,
+        `${(floorAll.rate / rAof.rate).toFixed(2)}x`,
+        floorAll.cpu,
       ]);
       rows.push([
         'Floe strict (leader)',
@@ -324,6 +342,7 @@ async function incrSection(
     }
   } finally {
     ceiling.proc.kill('SIGTERM'); // by PID
+    ceilingAll.proc.kill('SIGTERM'); // by PID: its primary stops its workers
     for (const r of [redisNo, redisAof]) {
       r.proc.kill('SIGTERM'); // by PID: processes this script started
       rmSync(r.dir, { recursive: true, force: true });
@@ -359,6 +378,21 @@ async function leafSection(cluster: Cluster, leader: number): Promise<void> {
   }
   console.log(
     `Node.js ceiling (bench/peers/node-http-server.ts, node:http and a counter), same load: ${fmt(floor.requests.average)} req/s`,
+  );
+  // The same server in one process per core (node:cluster), under the same load generator.
+  const peerAll = await startPeer('node-http-server.ts', cpus().length);
+  let floorAll: autocannon.Result;
+  try {
+    floorAll = await autocannon({
+      url: `http://127.0.0.1:${peerAll.port}/api/segment/get/leaf-key`,
+      connections: CLIENTS,
+      duration: SECONDS,
+    });
+  } finally {
+    peerAll.proc.kill('SIGTERM'); // by PID: its primary stops its workers
+  }
+  console.log(
+    `Node.js ceiling in ${peerAll.pids.length} processes (node:cluster), same load: ${fmt(floorAll.requests.average)} req/s`,
   );
   const pid = cluster.node(leader).pid;
   const before = cpuMs(pid);

@@ -2,9 +2,11 @@
  * The ceiling of a Node.js RESP server on this machine, for `npm run bench:standalone`: it answers every INCR with
  * the next integer and does nothing else (no RESP parsing beyond counting commands, no keys, no Raft, no
  * persistence, no metrics). Whatever Floe does per INCR comes on top of this process's cost, so Floe's ratio to redis
- * cannot exceed this server's. Usage: `node --import tsx bench/peers/node-incr-server.ts <port>`; prints `ready`.
+ * cannot exceed this server's. Usage: `node --import tsx bench/peers/node-incr-server.ts <port> [workers]`; prints
+ * `ready <pid>...`. With workers > 1 it runs in that many processes sharing the port (`serve-workers.ts`).
  */
 import { createServer } from 'node:net';
+import { serveWorkers } from './serve-workers.js';
 
 const STAR = 0x2a;
 const LF = 0x0a;
@@ -28,4 +30,6 @@ const server = createServer((socket) => {
   });
   socket.on('error', () => socket.destroy());
 });
-server.listen(Number(process.argv[2]), '127.0.0.1', () => console.log('ready'));
+serveWorkers(Number(process.argv[3] ?? 1), (done) =>
+  server.listen(Number(process.argv[2]), '127.0.0.1', done),
+);
