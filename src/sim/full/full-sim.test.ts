@@ -140,11 +140,15 @@ describe('full-stack simulation', () => {
   }, async () => {
     const lines: string[] = [];
     // This seed draws --leader-lease since the simulator draws it (stop 33), which moves its membership steps: the
-    // run before it is kept with the lease off.
+    // run before it is kept with the lease off. Since stop 34 every member keeps the followers' side of leader leases,
+    // which moved its run again (no other seed of 3,500 searched runs this scenario): the switch
+    // `lease-promise-opt-in` keeps the run it had. With no member using a lease the promise protects nothing here;
+    // what the test checks (the removal check, the liveness exemption) does not depend on it.
     const refused = await runFullSim({
       seed: 1410929,
       profile: 'swarm',
       leaderLease: false,
+      bugs: ['lease-promise-opt-in'],
       removal: { failedFirst: true },
       verbose: (l) => lines.push(l),
     });
@@ -163,6 +167,7 @@ describe('full-stack simulation', () => {
       seed: 1410929,
       profile: 'swarm',
       leaderLease: false,
+      bugs: ['lease-promise-opt-in'],
       removal: { failedFirst: true, force: true },
       verbose: (l) => forcedLines.push(l),
     });
