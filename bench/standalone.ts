@@ -356,6 +356,20 @@ async function incrSection(
   );
 }
 
+/** bench/peers/node-http-server.ts in `workers` processes under the Leaf section's autocannon load. */
+async function httpCeiling(workers: number): Promise<autocannon.Result> {
+  const peer = await startPeer('node-http-server.ts', workers);
+  try {
+    return await autocannon({
+      url: `http://127.0.0.1:${peer.port}/api/segment/get/leaf-key`,
+      connections: CLIENTS,
+      duration: SECONDS,
+    });
+  } finally {
+    peer.proc.kill('SIGTERM'); // by PID (with workers, its primary stops them)
+  }
+}
+
 async function leafSection(cluster: Cluster, leader: number): Promise<void> {
   await redisCli([
     '-p',
@@ -365,34 +379,14 @@ async function leafSection(cluster: Cluster, leader: number): Promise<void> {
     'STEP',
     '2000',
   ]);
-  const peer = await startPeer('node-http-server.ts');
-  let floor: autocannon.Result;
-  try {
-    floor = await autocannon({
-      url: `http://127.0.0.1:${peer.port}/api/segment/get/leaf-key`,
-      connections: CLIENTS,
-      duration: SECONDS,
-    });
-  } finally {
-    peer.proc.kill('SIGTERM'); // by PID
-  }
+  const floor = await httpCeiling(1);
   console.log(
     `Node.js ceiling (bench/peers/node-http-server.ts, node:http and a counter), same load: ${fmt(floor.requests.average)} req/s`,
   );
   // The same server in one process per core (node:cluster), under the same load generator.
-  const peerAll = await startPeer('node-http-server.ts', cpus().length);
-  let floorAll: autocannon.Result;
-  try {
-    floorAll = await autocannon({
-      url: `http://127.0.0.1:${peerAll.port}/api/segment/get/leaf-key`,
-      connections: CLIENTS,
-      duration: SECONDS,
-    });
-  } finally {
-    peerAll.proc.kill('SIGTERM'); // by PID: its primary stops its workers
-  }
+  const floorAll = await httpCeiling(cpus().length);
   console.log(
-    `Node.js ceiling in ${peerAll.pids.length} processes (node:cluster), same load: ${fmt(floorAll.requests.average)} req/s`,
+    `Node.js ceiling in ${cpus().length} processes (node:cluster), same load: ${fmt(floorAll.requests.average)} req/s`,
   );
   const pid = cluster.node(leader).pid;
   const before = cpuMs(pid);

@@ -3,18 +3,8 @@
 // (pre-)votes until electionTicks of its own ticks passed since it RECEIVED it (so not before T + E in real time);
 // the leader believes its lease until its tick T + E − M. These tests check that premise on the production FloeNode.
 import { describe, expect, it } from 'vitest';
-import type { Message, VoteRequest } from '../raft/types.js';
-import { E, heartbeat, leader, member, TICK } from './lease-test-kit.js';
-
-const voteReq = (type: 'vote' | 'preVote', from: number, to: number, term: number): VoteRequest => ({
-  type,
-  from,
-  to,
-  term,
-  lastIndex: 0,
-  lastTerm: 0,
-  transfer: false,
-});
+import type { Message } from '../raft/types.js';
+import { askNode2ForVotes, E, heartbeat, leader, member, TICK } from './lease-test-kit.js';
 
 describe('review of decision 0009: the follower side of the lease', () => {
   // Stall 0 is the control (passes): node 2 refuses. Stall 12 fails before any fix.
@@ -47,13 +37,7 @@ describe('review of decision 0009: the follower side of the lease', () => {
       // its ticks from now. Only then does node 2's tick timer run: it delivers the ticks of the block at once.
       await vt.advance(TICK);
       // One tick after the ack, node 3 (cut off from node 1, so out of lease itself) asks for node 2's vote.
-      sent.length = 0;
-      n.onMessage(voteReq('preVote', 3, 2, 3));
-      n.onMessage(voteReq('vote', 3, 2, 3));
-      await vt.settle();
-      const granted = sent.filter(
-        (m) => (m.type === 'preVoteResp' || m.type === 'voteResp') && !(m as { reject: boolean }).reject,
-      );
+      const granted = await askNode2ForVotes({ n, vt, sent }, 3);
       // Before any fix: both granted (node 3 wins term 3 with nodes 2 and 3, while node 1 still serves strict INCRs
       // from its lease for about E − M − 2 more ticks: a step back across the failover).
       expect(granted).toEqual([]);

@@ -1,23 +1,8 @@
 // Review of decision 0009's "the promise is every member's" (stop 34): paths on which a production FloeNode that
 // acknowledged a leased leader's heartbeat still grants votes inside that lease.
 import { describe, expect, it } from 'vitest';
-import type { Message, VoteRequest } from '../raft/types.js';
-import { E, heartbeat, member, TICK } from './lease-test-kit.js';
-
-const voteReq = (type: 'vote' | 'preVote', from: number, to: number, term: number): VoteRequest => ({
-  type,
-  from,
-  to,
-  term,
-  lastIndex: 0,
-  lastTerm: 0,
-  transfer: false,
-});
-
-const grantedVotes = (sent: Message[]) =>
-  sent.filter(
-    (m) => (m.type === 'preVoteResp' || m.type === 'voteResp') && !(m as { reject: boolean }).reject,
-  );
+import type { Message } from '../raft/types.js';
+import { askNode2ForVotes, E, heartbeat, member, TICK } from './lease-test-kit.js';
 
 describe.each([
   ['with --leader-lease', true],
@@ -41,11 +26,7 @@ describe.each([
     n.onMessage({ type: 'preVoteResp', from: 3, to: 2, term: 3, reject: true } as Message);
     await vt.advance(TICK);
     // One tick after the acknowledgement node 3 asks again, at term 4.
-    sent.length = 0;
-    n.onMessage(voteReq('preVote', 3, 2, 4));
-    n.onMessage(voteReq('vote', 3, 2, 4));
-    await vt.settle();
-    expect(grantedVotes(sent)).toEqual([]);
+    expect(await askNode2ForVotes({ n, vt, sent }, 4)).toEqual([]);
     await n.stop('test over');
   });
 });

@@ -5,24 +5,8 @@
 // Each test also runs with the switch `lease-promise-opt-in` (only members with the flag keep the promise, as before
 // stop 34) to show it can fail.
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Message, VoteRequest } from '../raft/types.js';
 import { switchBugsOn } from '../testing/bug-switches.js';
-import { E, heartbeat, leader, member, TICK } from './lease-test-kit.js';
-
-const voteReq = (type: 'vote' | 'preVote', from: number, to: number, term: number): VoteRequest => ({
-  type,
-  from,
-  to,
-  term,
-  lastIndex: 0,
-  lastTerm: 0,
-  transfer: false,
-});
-
-const grantedVotes = (sent: Message[]) =>
-  sent.filter(
-    (m) => (m.type === 'preVoteResp' || m.type === 'voteResp') && !(m as { reject: boolean }).reject,
-  );
+import { askNode2ForVotes, E, heartbeat, leader, member, TICK } from './lease-test-kit.js';
 
 let restore = () => {};
 afterEach(() => restore());
@@ -39,18 +23,12 @@ describe.each([
     n.start();
     await vt.advance(TICK);
     // Node 3, cut off from node 1 for an election timeout, asks the restarted node 2 for its vote one tick later.
-    sent.length = 0;
-    n.onMessage(voteReq('preVote', 3, 2, 3));
-    n.onMessage(voteReq('vote', 3, 2, 3));
-    await vt.settle();
-    if (bug) expect(grantedVotes(sent).length).toBeGreaterThan(0);
-    else expect(grantedVotes(sent)).toEqual([]);
+    const granted = await askNode2ForVotes({ n, vt, sent }, 3);
+    if (bug) expect(granted.length).toBeGreaterThan(0);
+    else expect(granted).toEqual([]);
     // An election timeout after its start it votes again: the promise costs one election timeout of availability.
     await vt.advance(E * TICK);
-    sent.length = 0;
-    n.onMessage(voteReq('preVote', 3, 2, 4));
-    await vt.settle();
-    expect(grantedVotes(sent).length).toBe(1);
+    expect((await askNode2ForVotes({ n, vt, sent }, 4, ['preVote'])).length).toBe(1);
     await n.stop('test over');
   });
 
@@ -72,12 +50,9 @@ describe.each([
     await vt.settle();
     expect(sent.some((m) => m.type === 'heartbeatResp')).toBe(true);
     await vt.advance(TICK);
-    sent.length = 0;
-    n.onMessage(voteReq('preVote', 3, 2, 3));
-    n.onMessage(voteReq('vote', 3, 2, 3));
-    await vt.settle();
-    if (bug) expect(grantedVotes(sent).length).toBeGreaterThan(0);
-    else expect(grantedVotes(sent)).toEqual([]);
+    const granted = await askNode2ForVotes({ n, vt, sent }, 3);
+    if (bug) expect(granted.length).toBeGreaterThan(0);
+    else expect(granted).toEqual([]);
     await n.stop('test over');
   });
 });

@@ -1,7 +1,7 @@
 // Shared by the adversarial reviews' tests of decision 0009 (the leader lease): production FloeNodes of a 3-voter
 // cluster on virtual timers and clocks, with their messages recorded and delivered by hand.
 import { expect } from 'vitest';
-import type { Message } from '../raft/types.js';
+import type { Message, VoteRequest } from '../raft/types.js';
 import { type KvResult, KvStateMachine } from '../state/kv-state-machine.js';
 import { MemoryNodeStorage } from './memory-seams.js';
 import { FloeNode } from './node.js';
@@ -107,4 +107,32 @@ export async function leader() {
   }
   expect(n.holdsLeaderLease(n.currentTerm)).toBe(true);
   return { ...m, wall, ackedWall, pump };
+}
+
+export const voteReq = (type: 'vote' | 'preVote', from: number, to: number, term: number): VoteRequest => ({
+  type,
+  from,
+  to,
+  term,
+  lastIndex: 0,
+  lastTerm: 0,
+  transfer: false,
+});
+
+/** The (pre-)vote grants among `sent`. */
+export const grantedVotes = (sent: Message[]) =>
+  sent.filter(
+    (m) => (m.type === 'preVoteResp' || m.type === 'voteResp') && !(m as { reject: boolean }).reject,
+  );
+
+/** Node 3 asks node 2 (`n`) for its pre-vote and vote (or `types`) in `term`: the grants node 2 sent. */
+export async function askNode2ForVotes(
+  m: { n: FloeNode<KvResult>; vt: VirtualTimers; sent: Message[] },
+  term: number,
+  types: readonly ('preVote' | 'vote')[] = ['preVote', 'vote'],
+): Promise<Message[]> {
+  m.sent.length = 0;
+  for (const t of types) m.n.onMessage(voteReq(t, 3, 2, term));
+  await m.vt.settle();
+  return grantedVotes(m.sent);
 }
