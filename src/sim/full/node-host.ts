@@ -29,6 +29,7 @@ import type { VirtualNetwork } from './network.js';
 import { Machine, MachineClock, SimProcess } from './process.js';
 import { REMOTE_ALLOC_DEFAULT_TIMEOUT_MS, sdkDefaultRequestTimeoutMs } from './production-defaults.js';
 import type { RaftObserver } from './raft-observer.js';
+import type { ReadContextOracle } from './read-context-oracle.js';
 import { uuidOf } from './uuid.js';
 import type { World } from './world.js';
 
@@ -162,6 +163,8 @@ export class NodeHost {
     private readonly hooks: {
       leaseEvent(nodeId: NodeId, e: LeaseEvent): void;
       stopped(host: NodeHost, reason: string): void;
+      /** Checks that every ReadIndex answer can be matched to its request (issue 9 item 1b). */
+      readContexts?: ReadContextOracle;
       /** HTTP from this node's process to other members (a follower's segment allocation through the leader). */
       memberFetch(proc: SimProcess, name: string, timeoutMs: number): FetchLike;
       /** The production PeerTransport over simulated TCP (peer-net.ts), in seeds that run it; else network.ts. */
@@ -257,8 +260,15 @@ export class NodeHost {
     this.observer.started(this.id, inner.storage, () => node?.status().conf.voters ?? []);
     const storage = this.observer.wrap(this.id, inner);
     const sm = new FloeStateMachine();
+    const incarnation = this.incarnation;
+    const readContexts = this.hooks.readContexts;
     const sink: TransportSink = {
-      onMessage: (m: Message) => this.guard(proc, 'onMessage', () => node?.onMessage(m)),
+      onMessage: (m: Message) =>
+        this.guard(proc, 'onMessage', () => {
+          if (m.type === 'readIndexResp' && readContexts)
+            readContexts.answered(this.id, incarnation, m.context, m.index);
+          node?.onMessage(m);
+        }),
       onUnreachable: (p: NodeId) => this.guard(proc, 'onUnreachable', () => node?.onUnreachable(p)),
       onSnapshotStatus: (p: NodeId, ok: boolean) =>
         this.guard(proc, 'onSnapshotStatus', () => node?.onSnapshotStatus(p, ok)),
@@ -267,9 +277,22 @@ export class NodeHost {
         this.guard(proc, 'onRemoved', () => node?.onRemoved(from, removedAt)),
       removedAt: (id: NodeId) => node?.removedAt(id),
     };
-    const transport = this.hooks.peerTransport
+    const wire = this.hooks.peerTransport
       ? await this.hooks.peerTransport(proc, sink)
       : this.net.attach(this.id, proc, sink);
+    // What the node sends, as the wire takes it: its ReadIndex requests go to the read-context oracle.
+    const transport: NodeTransport = readContexts
+      ? {
+          send: (ms) => {
+            for (const m of ms)
+              if (m.type === 'readIndex') readContexts.asked(this.id, incarnation, m.context);
+            wire.send(ms);
+          },
+          addPeer: (id, addr) => wire.addPeer(id, addr),
+          removePeer: (id) => wire.removePeer(id),
+          close: () => wire.close(),
+        }
+      : wire;
     if (!proc.alive) return;
     const logger: NodeLogger = {
       info: () => {},

@@ -11,6 +11,7 @@ import { IdOracle, IdSet } from './id-oracle.js';
 import { LeaseLedger } from './lease-ledger.js';
 import { checkedPayload, QUIET_NET, VirtualNetwork, withChecksum } from './network.js';
 import { Machine, MachineClock, SimProcess } from './process.js';
+import { ReadContextOracle } from './read-context-oracle.js';
 import { Scheduler } from './scheduler.js';
 import { SeqOracle } from './seq-workload.js';
 import { testWorld } from './test-world.js';
@@ -566,6 +567,38 @@ describe('lease ledger: replies and accepted leases against the committed lease 
     o.leased('c2#1', 7, m, 0);
     expect(w.failures.map((f) => f.kind)).toEqual(['reply-mismatch']);
     expect(w.failures[0]?.detail).toMatch(/c2#1 took token 7 of svc\/3, committed for requestId "r1"/);
+  });
+});
+
+describe('read-context oracle (issue 9 item 1b)', () => {
+  const ctx = (...b: number[]) => Uint8Array.from(b);
+
+  it('accepts answers to contexts one process asked with, retries included', () => {
+    const failures: string[] = [];
+    const o = new ReadContextOracle((d) => failures.push(d));
+    o.asked(1, 1, ctx(1, 2));
+    o.asked(1, 1, ctx(1, 2)); // the same process asks again (a new leader)
+    o.asked(1, 2, ctx(1, 3)); // its successor, another context
+    o.asked(2, 1, ctx(1, 2)); // another node, the same bytes
+    o.answered(1, 1, ctx(1, 2), 5);
+    o.answered(1, 2, ctx(1, 3), 6);
+    o.answered(2, 1, ctx(1, 2), 7);
+    o.answered(1, 2, ctx(9), 8); // nobody asked: the node drops it
+    expect(failures).toEqual([]);
+    expect(o.answers).toBe(4);
+  });
+
+  it('fails an answer that reaches one of two processes of a node that asked with one context', () => {
+    const failures: string[] = [];
+    const o = new ReadContextOracle((d) => failures.push(d));
+    o.asked(3, 1, ctx(0xab));
+    o.asked(3, 2, ctx(0xab));
+    o.answered(3, 3, ctx(0xab), 4); // a third process never asked: it ignores the answer
+    expect(failures).toEqual([]);
+    o.answered(3, 2, ctx(0xab), 4);
+    expect(failures).toEqual([
+      'n3#2 received a ReadIndex answer (index 4) for context ab, which processes #1, #2 of n3 asked with: it cannot tell whose read it answers',
+    ]);
   });
 });
 

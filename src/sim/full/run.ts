@@ -24,6 +24,7 @@ import { PEER_HARNESS_BUGS, PeerNet, type PeerNetStats } from './peer-net.js';
 import { type PeerStrangerStats, PeerStrangers } from './peer-strangers.js';
 import { Machine, MachineClock, SimProcess } from './process.js';
 import { RaftObserver } from './raft-observer.js';
+import { ReadContextOracle } from './read-context-oracle.js';
 import { RespHostile, type RespHostileStats } from './resp-hostile.js';
 import { RespLeaseClient, type RespLeaseStats, zeroRespLeaseStats } from './resp-lease-workload.js';
 import { RESP_HARNESS_BUGS, RespNet, respAddrOf, respLimitsFor } from './resp-link.js';
@@ -324,6 +325,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
   const router = new HttpRouter(w, () => net.conditions);
   router.nodeLinkBlocked = (a, b) => net.isBlocked(a, b);
   const oracle = new IdOracle(w);
+  const readContexts = new ReadContextOracle((detail) => w.fail('reply-mismatch', detail));
   const ledger = new LeaseLedger();
   oracle.ledger = ledger;
   router.ledger = ledger;
@@ -408,6 +410,7 @@ export async function runFullSim(o: FullSimOptions): Promise<FullSimResult> {
           oracle.leaseEvent(e);
         },
         stopped: (host, reason) => supervise(host, reason),
+        readContexts,
         memberFetch: (proc, name, timeoutMs) => router.fetchFor(proc, name, timeoutMs),
         ...(peerNet ? { peerTransport: (proc, sink) => peerNet.start(m.id, proc, sink, m.peerAddr) } : {}),
         snowflakeLeased: (proc, lease, askedAtUs) => {
