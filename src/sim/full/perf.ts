@@ -4,7 +4,7 @@
 // seqClients: a number forces the sequence workload's client count; omitted or `drawn`, each seed draws it.
 // peerTransport: sim, production or drawn (default drawn), as the CLI's --peer-transport.
 // Flags override the seed's shape as the CLI's do: --seconds S, --heal-seconds S, --clients N (SDK lease
-// clients), --kv-clients N, --snowflake-clients N, --defaults on|off|drawn. `--shape issue10` is issue 10's speed target: 3 nodes,
+// clients), --kv-clients N, --snowflake-clients N, --defaults on|off|drawn, --warmup N (unmeasured seeds first, 5). `--shape issue10` is issue 10's speed target: 3 nodes,
 // 10 SDK clients (plus the 3 key-value clients the linearizability oracle needs), no sequence or Snowflake
 // workload, 10 simulated seconds of workload and faults per seed (then healing, until liveness is shown).
 // FLOE_PERF_PROFILE=<file.cpuprofile> writes a V8 CPU profile of the measured seeds only (not the warm-up).
@@ -23,6 +23,7 @@ const { values, positionals } = parseArgs({
     'kv-clients': { type: 'string' },
     'snowflake-clients': { type: 'string' },
     shape: { type: 'string' },
+    warmup: { type: 'string' },
     defaults: { type: 'string' },
   },
 });
@@ -78,7 +79,9 @@ const opts = {
 };
 const profileFile = process.env.FLOE_PERF_PROFILE;
 
-for (let s = 1; s <= 5; s++) await runFullSim({ seed: 900_000 + s, ...opts });
+// A long sweep runs with a warm JIT: `--warmup N` (default 5) seeds of another range run first, unmeasured.
+const warmup = num('warmup', values.warmup) ?? 5;
+for (let s = 1; s <= warmup; s++) await runFullSim({ seed: 900_000 + s, ...opts });
 let session: Session | undefined;
 if (profileFile) {
   session = new Session();
