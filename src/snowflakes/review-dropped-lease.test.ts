@@ -1,8 +1,9 @@
 // Adversarial review (review-seq-snow): SnowflakeService drops a lease it finds past its deadline (`lease.valid` false)
 // without ending it. The FS-16 fix ends a lease in the generator's guard before anyone leases again; the service's own
 // check bypasses it. A renewal in flight at that moment revives the dropped lease, which renews on for ever, orphaned,
-// while the service's new acquire under the same holder meets it as `lease_held`. This test FAILS on the code under
-// review. Real SDK and lease state machine; virtual clocks, timers and sleeps (the SDK's seams).
+// while the service's new acquire under the same holder meets it as `lease_held`. It failed before the fix (stop 35: the
+// service releases a lease it drops, and the next acquire waits for that release). Real SDK and lease state machine;
+// virtual clocks, timers and sleeps (the SDK's seams).
 import { describe, expect, it } from 'vitest';
 import { FloeClient } from '../client/floe-client.js';
 import type { FetchLike } from '../client/http-transport.js';
@@ -48,7 +49,7 @@ function world() {
   let index = 0;
   const ctx = () => ({ index: ++index, term: 1, leaderTimeMs: wall0 + now });
   const run = (cmd: LeaseCommand) => leases.apply(encodeLeaseCommand(cmd), ctx()) as LeaseResult;
-  /** While set, a renewal's reply waits here (sent, applied by the cluster, answer in flight). */
+  /** While set, the next renewal's reply waits here (sent, applied by the cluster, answer in flight). */
   let holdRenewals = false;
   const held: (() => void)[] = [];
   /** The leader's expiry (LeaseService): a lease not renewed for its TTL is expired through the log. */
@@ -88,7 +89,11 @@ function world() {
     }
     const text = JSON.stringify(r.ok ? r : { error: r.code, message: r.message });
     const reply = { status: r.ok ? 200 : 409, headers: { get: () => null }, text: async () => text };
-    if (m[3] === 'renew' && holdRenewals) return new Promise((res) => held.push(() => res(reply)));
+    // One renewal is held (the one in flight at the stall); later ones, the next lease's included, are answered.
+    if (m[3] === 'renew' && holdRenewals) {
+      holdRenewals = false;
+      return new Promise((res) => held.push(() => res(reply)));
+    }
     return reply;
   };
   const client = new FloeClient({
@@ -170,10 +175,10 @@ describe('review: SNOWFLAKE.NEXT after a stall past the lease deadline, with a r
     expect({ first: first.ok, later: later.ok }).toEqual({ first: true, later: true });
   });
 
-  it('the dropped lease is revived by the late renewal and renews on orphaned; the member never leases the key again', async () => {
+  it('the renewal answer arrives late: the dropped lease was released, cannot be revived, and the member leases the key again', async () => {
     const { w, first, later } = await scenario(true);
-    // What the member should do: serve the key again (from a lease it uses), at most one acquire timeout later. Fails:
-    // both are lease_held, and the cluster still counts the orphaned lease (renewed at t ≈ 60 s) as live.
+    // The member serves the key again (from a lease it uses), at most one acquire timeout later. Before the fix both
+    // calls were lease_held, and the cluster still counted the orphaned lease (renewed at t ≈ 60 s) as live.
     expect(
       { first: first.ok, later: later.ok, liveLeases: w.leases.leases('k').length },
       `first: ${first.ok ? 'ok' : String(first.err)}; later: ${later.ok ? 'ok' : String(later.err)}`,

@@ -78,6 +78,8 @@ interface KeyLease {
 export class SnowflakeService {
   private readonly held = new Map<string, KeyLease>();
   private readonly acquiring = new Map<string, Promise<KeyLease>>();
+  /** Releases of dropped leases, by key: the next acquire of the key waits for its own orphan to be handed back. */
+  private readonly releasing = new Map<string, Promise<void>>();
   private closed = false;
 
   constructor(private readonly o: SnowflakeServiceOptions) {}
@@ -191,6 +193,7 @@ export class SnowflakeService {
       );
     if (this.closed) return Promise.reject(new SnowflakeRefusedError('stopped', 'the node is stopping'));
     const p = (async () => {
+      await this.releasing.get(key);
       if (this.o.cacheDir)
         await (this.o.mkdirCacheDir
           ? this.o.mkdirCacheDir(this.o.cacheDir)
@@ -229,7 +232,22 @@ export class SnowflakeService {
     return p;
   }
 
+  /**
+   * Stops using a lease and ends it for good: release() ends it first (an answer still in flight, such as a renewal
+   * sent before its deadline, can no longer revive it), then hands the worker ID back, so this member's next acquire
+   * under the same holder is not refused as `lease_held` by its own orphan (review of stop 35). The next acquire of
+   * the key waits for that release; if the release fails, the lease simply expires.
+   */
   private drop(key: string, kl: KeyLease): void {
-    if (this.held.get(key) === kl) this.held.delete(key);
+    if (this.held.get(key) !== kl) return;
+    this.held.delete(key);
+    const released: Promise<void> = kl.lease.release().then(
+      () => {},
+      () => {},
+    );
+    this.releasing.set(key, released);
+    void released.then(() => {
+      if (this.releasing.get(key) === released) this.releasing.delete(key);
+    });
   }
 }
