@@ -142,6 +142,8 @@ interface KeyState {
   currentSince: number;
   lastIssued: bigint | undefined;
   waiters: number;
+  /** node mode: the key's record it was made for (`SequenceStateMachine.recordOf`); a re-created key starts afresh. */
+  record: object | undefined;
 }
 
 /**
@@ -165,6 +167,8 @@ export class SequenceService {
   private readonly keys = new Map<string, KeyState>();
   /** `node`-mode keys: this node's own segments survive role and term changes. */
   private readonly nodeKeys = new Map<string, KeyState>();
+  /** The term in which this node, leading, last confirmed a round before serving node mode (see `incrBy`). */
+  private nodeModeTerm = -1;
   private readonly confirmer: RoundCoalescer;
   private readonly mono: () => number;
   private readonly prefetchAt: number;
@@ -343,7 +347,13 @@ export class SequenceService {
     const node = this.o.node;
     const mode = this.o.state.get(key)?.mode;
     const leader = node.isLeader();
-    if (mode === 'node' && (leader || this.o.remoteAlloc !== undefined)) return this.incrNodeMode(key, count);
+    if (mode === 'node' && (leader || this.o.remoteAlloc !== undefined)) {
+      // A new leader's applied state may lag what its log holds as committed (a delete, a re-create as strict): once
+      // per term, it serves node mode only after a ReadIndex round, which applies every earlier entry (review of
+      // stop 35). A follower serves from what it applied (docs/sequences.md, "Deleting a key").
+      if (leader && this.nodeModeTerm !== node.term()) return this.incrAfterTermBarrier(key, count, opts);
+      return this.incrNodeMode(key, count);
+    }
     if (!leader) return Promise.reject(node.notLeaderError());
     const term = node.term();
     if (mode === 'strict') {
@@ -377,6 +387,14 @@ export class SequenceService {
     const took = this.take(key, ks, count);
     if (took !== undefined) this.maybePrefetch(key, ks);
     return took;
+  }
+
+  /** The leader's first node-mode request of a term: a round first, then the request as its applied state says. */
+  private async incrAfterTermBarrier(key: string, count: bigint, opts: IncrOptions): Promise<bigint> {
+    const term = this.o.node.term();
+    await this.o.node.linearizableRead();
+    if (this.o.node.isLeader() && this.o.node.term() === term) this.nodeModeTerm = term;
+    return this.incrBy(key, count, opts);
   }
 
   /** A key not known here yet (auto-creation, or a refusal after asking the log). */
@@ -493,8 +511,16 @@ export class SequenceService {
 
   private nodeStateOf(key: string): KeyState {
     let ks = this.nodeKeys.get(key);
+    const record = this.o.state.recordOf(key);
+    if (ks !== undefined && ks.record !== record) {
+      // The key was deleted (and maybe created again) since these segments were allocated, through any member: their
+      // values lie below the new record's, so serving them would step back on this node (review of stop 35).
+      this.dropServing(key);
+      ks = undefined;
+    }
     if (!ks) {
       ks = this.newKeyState(key, false, 0);
+      ks.record = record;
       this.nodeKeys.set(key, ks);
     }
     return ks;
@@ -511,6 +537,7 @@ export class SequenceService {
       currentSince: this.mono(),
       lastIssued: undefined,
       waiters: 0,
+      record: undefined,
     };
   }
 

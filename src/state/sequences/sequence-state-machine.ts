@@ -178,6 +178,14 @@ export class SequenceStateMachine implements StateMachine<SequenceResult> {
     return cfg;
   }
 
+  /**
+   * An opaque identity of the key's current record: another one once the key is deleted and created again (or this
+   * replica restores a snapshot). Serving state made for one record is not used for another (review of stop 35).
+   */
+  recordOf(key: string): object | undefined {
+    return this.seqs.get(key);
+  }
+
   /** The key's mode, or undefined when there is no such sequence (no allocation: for the serving hot path). */
   modeOf(key: string): SequenceMode | undefined {
     return this.seqs.get(key)?.cfg.mode;
