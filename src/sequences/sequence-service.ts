@@ -474,6 +474,16 @@ export class SequenceService {
   private async incrNodeModeSlow(key: string, count: bigint): Promise<bigint> {
     let fetchesWaited = 0;
     for (;;) {
+      // The key may have been deleted, or re-created in strict mode, while this request waited for a segment: a
+      // strict key is never served here (review 2 of stop 35: a follower answered a strict key's value, no round).
+      if (this.o.state.modeOf(key) !== 'node') {
+        this.dropServing(key);
+        throw new SequenceRefusedError({
+          ok: false,
+          code: 'not_found',
+          message: `no node-mode sequence ${JSON.stringify(key)} (deleted or re-created while the request waited)`,
+        });
+      }
       const ks = this.nodeStateOf(key);
       const took = this.take(key, ks, count);
       if (took !== undefined) {
@@ -482,7 +492,7 @@ export class SequenceService {
       }
       if (count > BigInt(ks.step)) {
         const seg = await this.allocate(key, ks, Number(count), true);
-        if (this.nodeKeys.get(key) !== ks) continue;
+        if (this.nodeKeys.get(key) !== ks || ks.record !== this.o.state.recordOf(key)) continue;
         if (ks.lastIssued !== undefined && seg.next <= ks.lastIssued) continue; // defensive: never go back
         ks.lastIssued = seg.end - 1n;
         this.stats.issuedValues += Number(count);
@@ -552,6 +562,12 @@ export class SequenceService {
    * high-water mark minus one). Never below an issued value, never above a value issued later.
    */
   async get(key: string): Promise<bigint> {
+    // As INCR: a leader answers from node-mode state only after its once-per-term round (review 2 of stop 35).
+    if (this.o.node.isLeader() && this.nodeModeTerm !== this.o.node.term()) {
+      const term = this.o.node.term();
+      await this.o.node.linearizableRead();
+      if (this.o.node.isLeader() && this.o.node.term() === term) this.nodeModeTerm = term;
+    }
     if (this.servesLocally(key)) {
       // node mode: what this node issued (no order across nodes is promised).
       const ks = this.nodeKeys.get(key);

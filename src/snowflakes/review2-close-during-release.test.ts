@@ -1,8 +1,8 @@
 // Adversarial review 2 (review2-seq-snow) of stop 35's fix (149067e): the next acquire of a key waits for the release
 // of the lease the service dropped. close() does not know about that waiting acquire: it releases only `held`, and the
 // acquire, once the release is answered, leases the key again after close() resolved. The new lease renews on, the
-// pending NEXT is answered after the stop, and a graceful stop leaves a live lease behind. This test FAILS on the code
-// under review. Same world as review-dropped-lease.test.ts (real SDK and lease state machine, virtual clocks).
+// pending NEXT is answered after the stop, and a graceful stop leaves a live lease behind. It failed on that code
+// (fixed the same day: the acquire checks close() after the wait). Same world as review-dropped-lease.test.ts (real SDK and lease state machine, virtual clocks).
 import { describe, expect, it } from 'vitest';
 import { FloeClient } from '../client/floe-client.js';
 import type { FetchLike } from '../client/http-transport.js';
@@ -137,7 +137,7 @@ function world() {
 }
 
 describe('review 2: close() while an acquire waits for the release of a dropped lease', () => {
-  it('close() during the release of a dropped lease: the waiting acquire leases the key after close() resolved, and the new lease renews on', async () => {
+  it('close() during the release of a dropped lease: the waiting acquire leases nothing after close() resolved', async () => {
     const w = world();
     await w.svc.create('k', 'floe', 10_000);
     expect(await w.svc.next('k', 1)).toHaveLength(1); // lease at t=0: deadline 8,900

@@ -194,6 +194,8 @@ export class SnowflakeService {
     if (this.closed) return Promise.reject(new SnowflakeRefusedError('stopped', 'the node is stopping'));
     const p = (async () => {
       await this.releasing.get(key);
+      // close() may have run while the release was answered: lease nothing after it (review 2 of stop 35).
+      if (this.closed) throw new SnowflakeRefusedError('stopped', 'the node is stopping');
       if (this.o.cacheDir)
         await (this.o.mkdirCacheDir
           ? this.o.mkdirCacheDir(this.o.cacheDir)

@@ -180,7 +180,8 @@ export class SequenceStateMachine implements StateMachine<SequenceResult> {
 
   /**
    * An opaque identity of the key's current record: another one once the key is deleted and created again (or this
-   * replica restores a snapshot). Serving state made for one record is not used for another (review of stop 35).
+   * replica restores a snapshot that does not continue it). Serving state made for one record is not used for another
+   * (review of stop 35).
    */
   recordOf(key: string): object | undefined {
     return this.seqs.get(key);
@@ -232,15 +233,24 @@ export class SequenceStateMachine implements StateMachine<SequenceResult> {
     const d = unpack<SnapshotData>(data);
     if (d.v !== SNAPSHOT_VERSION)
       throw new Error(`sequence snapshot format ${d.v} is not supported by this Floe version`);
+    // A record that the snapshot continues (same configuration, neither its mark nor its allocation count lower: a
+    // delete and re-create resets the count) keeps its identity (`recordOf`), so serving state made for it stays in
+    // use; on the etcd store a restore follows the node's own writes (review 2 of stop 35).
+    const before = new Map(this.seqs);
     this.seqs.clear();
     this.tombs.clear();
     this.configs.clear();
-    for (const [key, start, max, step, minStep, maxStep, mode, next, allocations] of d.seqs)
-      this.seqs.set(key, {
-        cfg: this.intern({ start: BigInt(start), max: BigInt(max), step, minStep, maxStep, mode }),
-        next: BigInt(next),
-        allocations,
-      });
+    for (const [key, start, max, step, minStep, maxStep, mode, next, allocations] of d.seqs) {
+      const cfg = this.intern({ start: BigInt(start), max: BigInt(max), step, minStep, maxStep, mode });
+      const mark = BigInt(next);
+      const old = before.get(key);
+      if (old && sameConfig(old.cfg, cfg) && mark >= old.next && allocations >= old.allocations) {
+        old.cfg = cfg;
+        old.next = mark;
+        old.allocations = allocations;
+        this.seqs.set(key, old);
+      } else this.seqs.set(key, { cfg, next: mark, allocations });
+    }
     for (const [key, next] of d.tombs) this.tombs.set(key, BigInt(next));
   }
 }
