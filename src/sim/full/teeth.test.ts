@@ -274,11 +274,12 @@ describe('the leader lease (--leader-lease, decision 0009)', () => {
     timeout: 300_000,
   }, async () => {
     const opts = { profile: 'nodes' as const, seqClients: 6, leaderLease: true, leaseRolling: false };
-    const f = await firstFailure({ ...opts, bugs: ['leader-lease-clock-blind'] }, 3, 29);
-    expect(f?.seed).toBe(30);
+    // Seed 10 since stop 35's sequence fixes moved the runs (4 of 1-150: 10, 18, 116, 130; seed 30 before).
+    const f = await firstFailure({ ...opts, bugs: ['leader-lease-clock-blind'] }, 1, 10);
+    expect(f?.seed).toBe(10);
     expect(f?.kind).toBe('sequence-order');
     const lines: string[] = [];
-    const fixed = await runFullSim({ ...opts, seed: 30, verbose: (l) => lines.push(l) });
+    const fixed = await runFullSim({ ...opts, seed: 10, verbose: (l) => lines.push(l) });
     expect(fixed.failure, fixed.failure?.detail).toBeUndefined();
     expect(lines.some((l) => /\(the leader\) suspends, cut off from its peers/.test(l))).toBe(true);
   });
