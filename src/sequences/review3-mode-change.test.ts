@@ -4,6 +4,8 @@
 //   for a node-mode segment; the leader allocates it from the *strict* record (the alloc carries no mode, the answer's
 //   mode is not checked) and the follower serves that strict key's values without a round, out of order with the
 //   leader's strict values. Not the documented limitation: those values are not "below the re-created key's".
+// - A snapshot install that carries a delete and a re-create with the same configuration, whose new record has
+//   already as many allocations, is taken as "continuing" the old record: the member serves the deleted key's segment.
 import { describe, expect, it } from 'vitest';
 import { encodeSequenceCommand, SequenceStateMachine } from '../state/sequences/index.js';
 import { type SequenceNode, SequenceService } from './sequence-service.js';
@@ -131,5 +133,24 @@ describe('review 3: stop 35 node-mode fixes', () => {
         `b answered ${fromB} of the strict key; the leader answered ${afterB} after it`,
       ).toBeGreaterThan(fromB); // fails: b answered 11 (a strict segment [11, 21) given to node-2), the leader 2
     else expect(fromB).toBeInstanceOf(Error);
+  });
+
+  it('a snapshot install carrying a delete and a same-config re-create keeps the deleted record identity: the member serves the deleted key segment', async () => {
+    const { a, b, svcA, svcB } = cluster();
+    await svcA.create('k', { step: 10, mode: 'node' });
+    b.catchUp();
+    expect(await svcB.incrBy('k', 1n)).toBe(1n); // b's segment [1, 11) of the first record (1 allocation)
+    b.catchUp();
+    // While b is cut off: the key is deleted, re-created with the same configuration, and used once (1 allocation,
+    // its mark starts at the tombstone, 11, so it is >= the old record's).
+    await svcA.delete('k');
+    await svcA.create('k', { step: 10, mode: 'node' });
+    expect(await svcA.incrBy('k', 1n)).toBe(11n);
+    // b is sent a snapshot (its log fell behind the leader's compaction) and installs it: it now holds the delete.
+    b.state.restore(a.state.snapshot());
+    b.applied = b.log.entries.length;
+    // docs/sequences.md: "A member that applied the delete never serves those segments again".
+    const v = await svcB.incrBy('k', 1n);
+    expect(v, 'b served a value of the deleted key segment [1, 11)').toBeGreaterThanOrEqual(21n); // fails: 2n
   });
 });
