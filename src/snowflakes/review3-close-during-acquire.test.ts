@@ -3,6 +3,9 @@
 // acquire whose request is in flight when close() runs (a first NEXT of a key, or the re-acquire after a lost lease)
 // is not checked after its answer: it leases the key after close() resolved, answers the NEXT, and the lease renews on
 // (a graceful stop leaves a live lease behind). Same world as review2-close-during-release.test.ts.
+// Also: close() does not wait for the release of a lease the service dropped (`releasing`), so the graceful stop
+// (start.ts: "hand the worker IDs back while the cluster can still take the release") goes on to stop the node with
+// that release unanswered; the worker ID then stays taken until its TTL.
 import { describe, expect, it } from 'vitest';
 import { FloeClient } from '../client/floe-client.js';
 import type { FetchLike } from '../client/http-transport.js';
@@ -146,7 +149,7 @@ function world() {
   };
 }
 
-describe('review 3: close() while an acquire is in flight', () => {
+describe('review 3: close() ordering', () => {
   it('close() while the acquire of a key is answered: the acquire leases nothing after close() resolved', async () => {
     const w = world();
     await w.svc.create('k', 'floe', 10_000);
@@ -167,5 +170,27 @@ describe('review 3: close() while an acquire is in flight', () => {
       { nextOk: r.ok, liveLeases: w.leases.leases('k').length },
       r.ok ? `NEXT answered after close(): ${r.ids}` : String(r.err),
     ).toEqual({ nextOk: false, liveLeases: 0 }); // fails: { nextOk: true, liveLeases: 1 }
+  });
+
+  it('close() while the release of a dropped lease is in flight: close() resolves only once that release is answered', async () => {
+    const w = world();
+    await w.svc.create('k', 'floe', 10_000);
+    expect(await w.svc.next('k', 1)).toHaveLength(1); // lease at t=0: deadline 8,900
+    // A stall past the deadline: the next NEXT drops the lease and releases it; the release's answer is in flight.
+    w.advanceWithoutTimers(9_100);
+    w.holdRelease();
+    const next = w.svc.next('k', 1).catch((e: unknown) => e);
+    await w.runUntil(w.now + 1);
+    expect(w.heldCount()).toBe(1);
+    let closed = false;
+    const closing = w.svc.close().then(() => {
+      closed = true;
+    });
+    await w.runUntil(w.now + 1);
+    // The graceful stop must not go on (stopping the node) while a release it started is unanswered.
+    expect({ closed, releasesInFlight: w.heldCount() }).not.toEqual({ closed: true, releasesInFlight: 1 }); // fails
+    w.releaseHeld();
+    await closing;
+    await next;
   });
 });
