@@ -1,4 +1,4 @@
-// Adversarial review 3 (review3-seq-snow) of stop 35's fixes (742918b, b83fe92). These tests FAIL on the code under
+// Adversarial review 3 (review3-seq-snow) of stop 35's fixes (742918b, b83fe92). These tests failed on the code under
 // review: they pin the holes for the lead.
 // - A follower that has not applied a delete + re-create as strict still sees the key in node mode and asks the leader
 //   for a node-mode segment; the leader allocates it from the *strict* record (the alloc carries no mode, the answer's
@@ -131,11 +131,14 @@ describe('review 3: stop 35 node-mode fixes', () => {
       expect(
         afterB,
         `b answered ${fromB} of the strict key; the leader answered ${afterB} after it`,
-      ).toBeGreaterThan(fromB); // fails: b answered 11 (a strict segment [11, 21) given to node-2), the leader 2
+      ).toBeGreaterThan(fromB); // before the fix: b answered 11 (a strict segment [11, 21) given to node-2), the leader 2
     else expect(fromB).toBeInstanceOf(Error);
   });
 
-  it('a snapshot install carrying a delete and a same-config re-create keeps the deleted record identity: the member serves the deleted key segment', async () => {
+  // it.fails: a documented limitation (docs/sequences.md, "Deleting a key"): the snapshot does not show the delete, the
+  // record it continues looks the same; node mode only, values unique and increasing per member. If this starts
+  // passing (e.g. records carry their create index), update the doc.
+  it.fails('a snapshot install carrying a delete and a same-config re-create keeps the deleted record identity: the member serves the deleted key segment', async () => {
     const { a, b, svcA, svcB } = cluster();
     await svcA.create('k', { step: 10, mode: 'node' });
     b.catchUp();

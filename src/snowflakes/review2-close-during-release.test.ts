@@ -150,9 +150,11 @@ describe('review 2: close() while an acquire waits for the release of a dropped 
     );
     await w.runUntil(w.now + 1);
     expect(w.heldCount()).toBe(1);
-    // Graceful stop meanwhile: it hands back every lease it holds (none: the dropped one is being released).
-    await w.svc.close();
+    // Graceful stop meanwhile: it hands back every lease it holds (none: the dropped one is being released) and, since
+    // review 3, waits for that release's answer.
+    const closing = w.svc.close();
     w.releaseHeld();
+    await closing;
     await w.runUntil(w.now + 30_000);
     const r = await next;
     // After close(): no NEXT answered, no lease of this member left live and renewing in the cluster.

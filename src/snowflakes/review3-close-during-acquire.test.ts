@@ -1,4 +1,4 @@
-// Adversarial review 3 (review3-seq-snow) of stop 35's snowflake fixes (149067e, b83fe92). This test FAILS on the
+// Adversarial review 3 (review3-seq-snow) of stop 35's snowflake fixes (149067e, b83fe92). These tests failed on the
 // code under review. Review 2's fix checks close() only after an acquire's wait for a dropped lease's release; an
 // acquire whose request is in flight when close() runs (a first NEXT of a key, or the re-acquire after a lost lease)
 // is not checked after its answer: it leases the key after close() resolved, answers the NEXT, and the lease renews on
@@ -169,7 +169,7 @@ describe('review 3: close() ordering', () => {
     expect(
       { nextOk: r.ok, liveLeases: w.leases.leases('k').length },
       r.ok ? `NEXT answered after close(): ${r.ids}` : String(r.err),
-    ).toEqual({ nextOk: false, liveLeases: 0 }); // fails: { nextOk: true, liveLeases: 1 }
+    ).toEqual({ nextOk: false, liveLeases: 0 }); // before the fix: { nextOk: true, liveLeases: 1 }
   });
 
   it('close() while the release of a dropped lease is in flight: close() resolves only once that release is answered', async () => {
@@ -188,7 +188,7 @@ describe('review 3: close() ordering', () => {
     });
     await w.runUntil(w.now + 1);
     // The graceful stop must not go on (stopping the node) while a release it started is unanswered.
-    expect({ closed, releasesInFlight: w.heldCount() }).not.toEqual({ closed: true, releasesInFlight: 1 }); // fails
+    expect({ closed, releasesInFlight: w.heldCount() }).not.toEqual({ closed: true, releasesInFlight: 1 }); // before the fix it did
     w.releaseHeld();
     await closing;
     await next;

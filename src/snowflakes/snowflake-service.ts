@@ -167,7 +167,9 @@ export class SnowflakeService {
     this.closed = true;
     const all = [...this.held.values()];
     this.held.clear();
-    await Promise.all(all.map((kl) => kl.lease.release().catch(() => {})));
+    // The releases of dropped leases too: a stop that returned before they were answered left the worker IDs taken
+    // until their TTL (review 3 of stop 35).
+    await Promise.all([...all.map((kl) => kl.lease.release().catch(() => {})), ...this.releasing.values()]);
   }
 
   private async leaseFor(key: string): Promise<KeyLease> {
@@ -209,6 +211,11 @@ export class SnowflakeService {
           ? { cachePath: join(this.o.cacheDir, `${encodeURIComponent(key)}.lease.json`) }
           : {}),
       });
+      if (this.closed) {
+        // close() ran while the acquire was answered: hand the lease back at once, serve nothing (review 3 of stop 35).
+        await lease.release().catch(() => {});
+        throw new SnowflakeRefusedError('stopped', 'the node is stopping');
+      }
       const leased = lease.snowflake(info.layout, {
         onClockBackwards: 'borrow',
         onSequenceExhausted: 'borrow',
