@@ -161,9 +161,10 @@ describe('review 3: close() ordering', () => {
     );
     await w.runUntil(w.now + 1);
     expect(w.heldCount()).toBe(1);
-    // Graceful stop meanwhile: it hands back every lease it holds (none yet).
-    await w.svc.close();
+    // Graceful stop meanwhile: it hands back every lease it holds (none yet) and, since review 4, waits for the acquire.
+    const closing = w.svc.close();
     w.releaseHeld();
+    await closing;
     await w.runUntil(w.now + 30_000);
     const r = await next;
     expect(

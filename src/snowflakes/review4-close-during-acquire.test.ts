@@ -1,4 +1,4 @@
-// Adversarial review 4 (review4-seq-snow) of stop 35's fixes, last commit a7213fb. This test fails on the code under
+// Adversarial review 4 (review4-seq-snow) of stop 35's fixes, last commit a7213fb. This test failed on the code under
 // review. a7213fb releases a lease whose acquire is answered after close() began, and makes close() wait for the
 // releases of dropped leases; but close() does not wait for an acquire in flight. It resolves at once, the graceful
 // stop (start.ts) goes on to stop the node, and the acquire answered afterwards sends its release to a stopped

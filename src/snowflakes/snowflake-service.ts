@@ -169,7 +169,13 @@ export class SnowflakeService {
     this.held.clear();
     // The releases of dropped leases too: a stop that returned before they were answered left the worker IDs taken
     // until their TTL (review 3 of stop 35).
-    await Promise.all([...all.map((kl) => kl.lease.release().catch(() => {})), ...this.releasing.values()]);
+    // And acquires in flight: one answered after this began releases its lease at once, before the node stops
+    // (review 4; start.ts bounds the whole wait).
+    await Promise.all([
+      ...all.map((kl) => kl.lease.release().catch(() => {})),
+      ...this.releasing.values(),
+      ...[...this.acquiring.values()].map((p) => p.catch(() => {})),
+    ]);
   }
 
   private async leaseFor(key: string): Promise<KeyLease> {
